@@ -1,0 +1,298 @@
+"""Typed run configuration: a YAML file plus ``dotted.key=value`` overrides, validated up front.
+
+    cfg = load_config("examples/tiny.yaml", ["train.steps=5", "algo.agg=null"])
+    save_config(cfg, "runs/x/config.yaml")          # load_config reads it back to an equal Config
+
+Every problem raises ConfigError with one message naming where it came from (file path and line,
+``override 'x.y=z'``, or the dict's source) and the dotted key. Type checks are driven by the
+dataclass annotations below; ranges and choices by the ``_RULES`` table.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad config file, override or value; the message says where and what was expected."""
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = None  # HF model folder (AutoModelForCausalLM + AutoTokenizer)
+    dtype: str = "float32"  # parameter dtype: float32, bfloat16 or float16
+    device: str = "auto"  # "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:N" or "mps"
+
+
+@dataclass
+class DataConfig:
+    train: str | None = None  # JSONL path or built-in generator spec such as "arithmetic:train"
+    eval: str | None = None  # held-out tasks: JSONL path or generator spec
+    verifier: str = "exact"  # default verifier for rows that name none
+    verifier_options: dict = field(default_factory=dict)  # keyword options passed to the verifier
+    prompt_field: str = "prompt"  # row field holding the prompt
+    reference_field: str = "reference"  # row field holding the gold reference
+    prompts_per_step: int = 8  # prompts sampled per RL step
+    eval_size: int = 0  # eval rows used (0 = all)
+    shuffle: bool = True  # shuffle training prompts
+
+
+@dataclass
+class RolloutConfig:
+    engine: str = "hf"  # generation engine
+    group_size: int = 8  # responses sampled per prompt
+    max_new_tokens: int = 32  # response length limit in tokens
+    temperature: float = 1.0  # sampling temperature (0 = greedy)
+    top_p: float = 1.0  # nucleus sampling mass (1 = off)
+    top_k: int = 0  # top-k sampling (0 = off)
+    batch_size: int = 0  # max sequences per generation call (0 = all at once)
+
+
+@dataclass
+class AlgoConfig:
+    advantage: str = "grpo"  # advantage estimator name (rlvr.algos.advantages)
+    loss: str = "ppo"  # policy loss name (rlvr.algos.losses)
+    agg: str | None = None  # loss aggregation mode (None = the loss's own default)
+    clip_low: float = 0.2  # ratio clip below: 1 - clip_low
+    clip_high: float = 0.2  # ratio clip above: 1 + clip_high (> clip_low = DAPO clip-higher)
+    dual_clip: float | None = None  # dual-clip constant c > 1 for negative advantages (None = off)
+    kl_coef: float = 0.0  # weight of the KL penalty to the reference model (0 = no reference)
+    kl_kind: str = "k3"  # KL estimator: k1, k2 or k3
+    entropy_coef: float = 0.0  # weight of the entropy bonus
+    epsilon: float = 1e-6  # added to the group std when normalising advantages
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 100  # RL steps to run
+    lr: float = 1e-5  # AdamW learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping norm
+    warmup_steps: int = 0  # linear learning-rate warmup steps
+    micro_batch_size: int = 0  # sequences per backward pass (0 = whole step in one backward)
+    seed: int = 0  # one seed for python, numpy, torch and the data sampler
+    out: str = "runs/rlvr"  # run directory (config.yaml, metrics.jsonl, checkpoint-STEP/)
+    save_every: int = 0  # checkpoint every N steps (0 = only the final checkpoint)
+    tensorboard: bool = False  # also write TensorBoard event files
+    threads: int = 0  # torch CPU threads (0 = leave torch's default)
+    progress: bool = True  # show a progress bar
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict {section: {key: value}}."""
+        return dataclasses.asdict(self)
+
+
+_SECTIONS: dict[str, type] = typing.get_type_hints(Config)
+_HINTS: dict[str, dict[str, Any]] = {s: typing.get_type_hints(cls) for s, cls in _SECTIONS.items()}
+_ALL_KEYS = [f"{s}.{k}" for s, hints in _HINTS.items() for k in hints]
+
+
+def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
+    return choices.__contains__, "one of " + ", ".join(choices)
+
+
+# Ranges and choices: dotted key -> (check, what was expected). A None value (where allowed) skips its check.
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model.dtype": _one_of("float32", "bfloat16", "float16"),
+    "model.device": (re.compile(r"(auto|cpu|mps|cuda(:[0-9]+)?)").fullmatch, "auto, cpu, cuda, cuda:N or mps"),
+    "data.prompts_per_step": (lambda v: v >= 1, ">= 1"),
+    "data.eval_size": (lambda v: v >= 0, ">= 0 (0 = all eval rows)"),
+    "rollout.engine": _one_of("hf"),
+    "rollout.group_size": (lambda v: v >= 1, ">= 1"),
+    "rollout.max_new_tokens": (lambda v: v >= 1, ">= 1"),
+    "rollout.temperature": (lambda v: v >= 0, ">= 0"),
+    "rollout.top_p": (lambda v: 0 < v <= 1, "0 < top_p <= 1"),
+    "rollout.top_k": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "rollout.batch_size": (lambda v: v >= 0, ">= 0 (0 = all)"),
+    "algo.clip_low": (lambda v: v >= 0, ">= 0"),
+    "algo.clip_high": (lambda v: v >= 0, ">= 0"),
+    "algo.dual_clip": (lambda v: v > 1, "null or > 1"),
+    "algo.kl_coef": (lambda v: v >= 0, ">= 0"),
+    "algo.kl_kind": _one_of("k1", "k2", "k3"),
+    "train.steps": (lambda v: v >= 1, ">= 1"),
+    "train.lr": (lambda v: v > 0, "> 0"),
+    "train.weight_decay": (lambda v: v >= 0, ">= 0"),
+    "train.warmup_steps": (lambda v: v >= 0, ">= 0"),
+    "train.micro_batch_size": (lambda v: v >= 0, ">= 0 (0 = whole step in one backward)"),
+    "train.save_every": (lambda v: v >= 0, ">= 0 (0 = only the final checkpoint)"),
+    "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
+}
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load, plus YAML 1.2 floats without a dot (``1e-5``), which YAML 1.1 would leave a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
+)
+
+
+def _yaml(text: str, where: str, in_file: bool) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        if in_file and mark is not None:
+            where = f"{where}: line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def _suggest(name: str, candidates: Sequence[str]) -> str:
+    leaf = name.split(".")[-1]
+    same_leaf = [c for c in candidates if c.split(".")[-1] == leaf and c != name]
+    close = same_leaf or difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _describe(value: Any) -> str:
+    kind = "null" if value is None else type(value).__name__
+    text = repr(value)
+    return kind if value is None else f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _type_name(tp: Any) -> str:
+    args = typing.get_args(tp) if isinstance(tp, types.UnionType) else (tp,)
+    return " or ".join("null" if a is type(None) else getattr(a, "__name__", str(a)) for a in args)
+
+
+def _check_type(value: Any, tp: Any, key: str, where: str) -> Any:
+    """Return value converted to annotation tp (int -> float only), or raise ConfigError."""
+    args = typing.get_args(tp) if isinstance(tp, types.UnionType) else (tp,)
+    for t in args:
+        if value is None and t is type(None):
+            return None
+        if isinstance(value, bool) and t is not bool:
+            continue  # bool is an int subclass in Python; never accept it as a number
+        if t is float and isinstance(value, int):
+            return float(value)
+        if t is not type(None) and isinstance(value, typing.get_origin(t) or t):
+            return copy.deepcopy(value)
+    raise ConfigError(f"{where}: {key}: expected {_type_name(tp)}, got {_describe(value)}")
+
+
+def _assign(values: dict, sources: dict, parts: list[str], value: Any, where: str) -> None:
+    """Set values[section][key] (or a whole section, or a key inside a dict field) from one source."""
+    section = parts[0]
+    if section not in _SECTIONS:
+        if len(parts) > 1:  # an override such as trian.steps=5: suggest the whole dotted key
+            name = ".".join(parts)
+            raise ConfigError(f"{where}: unknown key '{name}'{_suggest(name, _ALL_KEYS)}")
+        raise ConfigError(f"{where}: unknown section '{section}'{_suggest(section, list(_SECTIONS))}")
+    if len(parts) == 1:
+        if value is None:
+            return  # an empty section ("train:") keeps the defaults
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: section '{section}' must be a mapping of keys, got {_describe(value)}")
+        for key, sub in value.items():
+            _assign(values, sources, [section, str(key)], sub, where)
+        return
+    key = ".".join(parts[:2])
+    tp = _HINTS[section].get(parts[1])
+    if tp is None or (len(parts) > 2 and tp is not dict):
+        name = ".".join(parts)
+        raise ConfigError(f"{where}: unknown key '{name}'{_suggest(name, _ALL_KEYS)}")
+    if len(parts) == 2:
+        values[section][parts[1]] = _check_type(value, tp, key, where)
+    else:  # data.verifier_options.tol=0.1 sets one entry of a dict field
+        node = values[section].setdefault(parts[1], {})
+        for i, p in enumerate(parts[2:-1], start=2):
+            if not isinstance(node.setdefault(p, {}), dict):
+                raise ConfigError(f"{where}: {'.'.join(parts[: i + 1])} is {_describe(node[p])}, not a mapping")
+            node = node[p]
+        node[parts[-1]] = copy.deepcopy(value)
+    sources[key] = where
+
+
+def _assign_tree(values: dict, sources: dict, tree: Any, where: str) -> None:
+    if tree is None:
+        return  # an empty file means all defaults
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{where}: expected a mapping of sections ({', '.join(_SECTIONS)}), got {_describe(tree)}")
+    for section, body in tree.items():
+        _assign(values, sources, [str(section)], body, where)
+
+
+def _build(values: dict, sources: dict) -> Config:
+    cfg = Config(**{s: cls(**values[s]) for s, cls in _SECTIONS.items()})
+    for key, (check, expected) in _RULES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value is not None and not check(value):
+            where = sources.get(key, "<defaults>")
+            raise ConfigError(f"{where}: {key}: expected {expected}, got {value!r}")
+    validate_algo_names(cfg, sources)
+    return cfg
+
+
+def validate_algo_names(cfg: Config, sources: Mapping[str, str] | None = None) -> None:
+    """Check algo.advantage and algo.loss against the registries in rlvr.algos (imported lazily)."""
+    from rlvr.algos import advantages, losses
+
+    for key, registry, what in [("algo.advantage", advantages, "advantage estimator"), ("algo.loss", losses, "loss")]:
+        name = getattr(cfg.algo, key.split(".")[1])
+        known = sorted(registry.names())
+        if name not in known:
+            where = (sources or {}).get(key, "<config>")
+            raise ConfigError(
+                f"{where}: {key}: unknown {what} '{name}'{_suggest(name, known)}; known: {', '.join(known)}"
+            )
+
+
+def config_from_dict(d: dict, source: str = "<dict>") -> Config:
+    """Validate a nested {section: {key: value}} dict (missing keys take defaults) into a Config."""
+    values: dict = {s: {} for s in _SECTIONS}
+    sources: dict[str, str] = {}
+    _assign_tree(values, sources, d, source)
+    return _build(values, sources)
+
+
+def load_config(path: str | os.PathLike | None, overrides: Sequence[str] = ()) -> Config:
+    """Read a YAML file (None = defaults only), apply ``dotted.key=value`` overrides, validate."""
+    values: dict = {s: {} for s in _SECTIONS}
+    sources: dict[str, str] = {}
+    if path is not None:
+        where = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"{where}: cannot read config file: {e.strerror or e}") from None
+        _assign_tree(values, sources, _yaml(text, where, in_file=True), where)
+    if isinstance(overrides, str):
+        overrides = [overrides]  # a lone string is one override, not a sequence of characters
+    for text in overrides:
+        where = f"override '{text}'"
+        key, eq, raw = text.partition("=")
+        key = key.strip()
+        if not eq or "" in key.split("."):
+            raise ConfigError(f"{where}: expected the form section.key=value, e.g. train.steps=10")
+        _assign(values, sources, key.split("."), _yaml(raw, where, in_file=False), where)
+    return _build(values, sources)
+
+
+def save_config(cfg: Config, path: str | os.PathLike) -> None:
+    """Write cfg as YAML that load_config reads back to an equal Config."""
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(cfg.to_dict(), f, sort_keys=False, default_flow_style=False)

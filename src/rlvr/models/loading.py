@@ -1,0 +1,33 @@
+"""Load any Hugging Face causal LM folder with its tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
+    """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype])
+    model.to(resolve_device(device))
+    return model, tokenizer

@@ -1,0 +1,120 @@
+"""The ``hf`` engine: batched sampling from a Hugging Face causal LM with its KV cache, in-process.
+
+It shares the trainer's model object, so there are no weights to sync. Rows that finish early drop out of
+the batch, so the cost of a step follows the live responses, not the longest one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlvr.algos.entropy import token_logprobs
+from rlvr.rollout.base import RolloutBatch, SamplingParams
+
+
+def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        if seq:
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Keep the top_k largest logits and the smallest set whose probability reaches top_p; the rest -> -inf."""
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+class HFEngine:
+    def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: list[int] | int, batch_size: int = 0):
+        self.model = model
+        self.pad_id = pad_id
+        self.eos_ids = torch.tensor([eos_ids] if isinstance(eos_ids, int) else list(eos_ids), dtype=torch.long)
+        self.batch_size = batch_size
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+        expanded = [p for p in prompts for _ in range(params.n)]
+        chunk = self.batch_size or len(expanded)
+        parts = [self._generate_chunk(expanded[i:i + chunk], params) for i in range(0, len(expanded), chunk)]
+        prompt_ids, prompt_mask = left_pad(expanded, self.pad_id, self.device)
+        width = max(p[0].shape[1] for p in parts)
+
+        def cat(k: int, fill) -> torch.Tensor:
+            return torch.cat([torch.nn.functional.pad(p[k], (0, width - p[k].shape[1]), value=fill) for p in parts])
+
+        response_ids, response_mask, logprobs = cat(0, self.pad_id), cat(1, 0), cat(2, 0.0)
+        truncated = torch.cat([p[3] for p in parts])
+        group_index = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
+        return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask, logprobs, truncated, group_index)
+
+    @torch.inference_mode()
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams):
+        model, device = self.model, self.device
+        was_training = model.training
+        model.eval()
+        ids, attn = left_pad(prompts, self.pad_id, device)
+        n = ids.shape[0]
+        eos = self.eos_ids.to(device)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
+        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        next_pos = positions[:, -1] + 1
+
+        tokens = torch.full((n, params.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
+        lengths = torch.zeros(n, dtype=torch.long, device=device)
+        finished = torch.zeros(n, dtype=torch.bool, device=device)
+        live = torch.arange(n, device=device)  # rows of the full batch still in the model's batch
+        for t in range(params.max_new_tokens):
+            if params.temperature == 0:
+                choice = logits.argmax(-1)
+                logp = token_logprobs(logits, choice)
+            else:
+                scaled = logits / params.temperature
+                probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
+                choice = torch.multinomial(probs, 1).squeeze(-1)
+                logp = token_logprobs(scaled, choice)
+            tokens[live, t] = choice
+            logprobs[live, t] = logp
+            lengths[live] = t + 1
+            done = torch.isin(choice, eos)
+            finished[live] = done
+            if t + 1 == params.max_new_tokens or bool(done.all()):
+                break
+            keep = ~done
+            if not bool(keep.all()):
+                live, choice, attn, next_pos = live[keep], choice[keep], attn[keep], next_pos[keep]
+                cache.batch_select_indices(keep.nonzero().squeeze(-1))
+            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
+            out = model(
+                input_ids=choice.unsqueeze(-1),
+                attention_mask=attn,
+                position_ids=next_pos.unsqueeze(-1),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+            next_pos = next_pos + 1
+        model.train(was_training)
+        width = max(int(lengths.max()), 1)
+        response_mask = (torch.arange(width, device=device).unsqueeze(0) < lengths.unsqueeze(1)).long()
+        return tokens[:, :width].clone(), response_mask, logprobs[:, :width].clone(), ~finished

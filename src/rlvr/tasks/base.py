@@ -1,0 +1,22 @@
+"""One task: a prompt and what a verifier checks the answer against (CONTRACTS.md C3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Prompt = str | list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Task:
+    prompt: Prompt
+    reference: Any
+    id: str
+    verifier: str | None = None
+    verifier_options: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class DataError(ValueError):
+    """A data row that cannot be used; the message names the file, line and field."""

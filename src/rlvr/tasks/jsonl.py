@@ -1,0 +1,191 @@
+"""JSONL task files (CONTRACTS.md C3): one JSON object per line, e.g. {"prompt": "12+34=", "reference": "46"}.
+
+A bad row stops loading with a DataError naming the file, the line and the field, before any training starts:
+    data/train.jsonl:7: field 'prompt': missing (expected a string or a list of chat messages)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.tasks.base import DataError, Prompt, Task
+
+_PROMPT_EXPECTED = "expected a string or a list of chat messages"
+_MESSAGE_EXPECTED = "expected an object with string 'role' and 'content'"
+
+
+def load_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    prompt_field: str = "prompt",
+    reference_field: str = "reference",
+    id_field: str = "id",
+    verifier_field: str = "verifier",
+) -> list[Task]:
+    """Every task in a JSONL file. Blank lines are skipped; fields other than the known ones go into ``meta``
+    (a row's own "meta" object wins on a clash). A missing id becomes ``"<file name>:<line>"``."""
+    where = os.fspath(path)
+    fields = (prompt_field, reference_field, id_field, verifier_field)
+    tasks: list[Task] = []
+    first_line_of_id: dict[str, int] = {}
+    for lineno, row in iter_objects(path):
+        loc = f"{where}:{lineno}"
+        task = _task_from_row(row, loc, f"{Path(where).name}:{lineno}", fields)
+        if task.id in first_line_of_id:
+            first = first_line_of_id[task.id]
+            raise DataError(f"{loc}: field '{id_field}': duplicate id {task.id!r} (first used on line {first})")
+        first_line_of_id[task.id] = lineno
+        tasks.append(task)
+    if not tasks:
+        raise DataError(f"{where}: no rows (the file is empty or has only blank lines)")
+    return tasks
+
+
+def iter_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object is a DataError naming it."""
+    where = os.fspath(path)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{where}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{where}: is a directory, expected a JSONL file") from None
+    except OSError as exc:
+        raise DataError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            loc = f"{where}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{loc}: not valid UTF-8 (byte {exc.start} of the line)") from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{loc}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+            except RecursionError:
+                raise DataError(f"{loc}: invalid JSON: nested too deeply") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{loc}: expected a JSON object, got {_kind(row)}")
+            yield lineno, row
+
+
+def read_rows(path: str | os.PathLike[str], *, required: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """All objects of a JSONL file, each checked to have the ``required`` fields."""
+    rows = []
+    for lineno, row in iter_objects(path):
+        for name in required:
+            if name not in row:
+                raise DataError(f"{os.fspath(path)}:{lineno}: field '{name}': missing")
+        rows.append(row)
+    if not rows:
+        raise DataError(f"{os.fspath(path)}: no rows (the file is empty or has only blank lines)")
+    return rows
+
+
+def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
+    """Write one JSON object per line (UTF-8), creating parent folders; returns the number of rows written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        for row in rows:
+            if not isinstance(row, dict):
+                raise TypeError(f"row {count}: expected a dict, got {type(row).__name__}")
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple[str, str, str, str]) -> Task:
+    prompt_field, reference_field, id_field, verifier_field = fields
+
+    def fail(field: str, problem: str) -> DataError:
+        return DataError(f"{loc}: field '{field}': {problem}")
+
+    if prompt_field not in row:
+        raise fail(prompt_field, f"missing ({_PROMPT_EXPECTED})")
+    prompt = _check_prompt(row[prompt_field], lambda problem: fail(prompt_field, problem))
+
+    if reference_field not in row:
+        raise fail(reference_field, "missing (expected the answer the verifier checks against)")
+    reference = row[reference_field]
+    if reference is None:
+        raise fail(reference_field, "is null (expected the answer the verifier checks against)")
+
+    task_id = row.get(id_field)
+    if task_id is None:
+        task_id = default_id
+    elif isinstance(task_id, int) and not isinstance(task_id, bool):
+        task_id = str(task_id)
+    elif not isinstance(task_id, str) or not task_id:
+        raise fail(id_field, f"got {_kind(task_id)} (expected a non-empty string or an integer)")
+
+    verifier = row.get(verifier_field)
+    if verifier is not None and (not isinstance(verifier, str) or not verifier.strip()):
+        raise fail(verifier_field, f"got {_kind(verifier)} (expected a verifier name)")
+
+    options = row.get("verifier_options")
+    if options is not None and not isinstance(options, dict):
+        raise fail("verifier_options", f"got {_kind(options)} (expected an object of options)")
+    meta = row.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise fail("meta", f"got {_kind(meta)} (expected an object)")
+
+    known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta"}
+    extra = {key: value for key, value in row.items() if key not in known}
+    return Task(
+        prompt=prompt,
+        reference=reference,
+        id=task_id,
+        verifier=verifier,
+        verifier_options=options or {},
+        meta={**extra, **(meta or {})},
+    )
+
+
+def _check_prompt(value: Any, fail) -> Prompt:
+    if isinstance(value, str):
+        if not value.strip():
+            raise fail(f"empty string ({_PROMPT_EXPECTED})")
+        return value
+    if not isinstance(value, list):
+        raise fail(f"got {_kind(value)} ({_PROMPT_EXPECTED})")
+    if not value:
+        raise fail(f"empty list ({_PROMPT_EXPECTED})")
+    for i, message in enumerate(value):
+        if not isinstance(message, dict):
+            raise fail(f"message at index {i}: got {_kind(message)} ({_MESSAGE_EXPECTED})")
+        for key in ("role", "content"):
+            if key not in message:
+                raise fail(f"message at index {i}: missing '{key}' ({_MESSAGE_EXPECTED})")
+            if not isinstance(message[key], str):
+                raise fail(f"message at index {i}: '{key}' is {_kind(message[key])} (expected a string)")
+        if not message["role"].strip():
+            raise fail(f"message at index {i}: 'role' is empty (expected e.g. 'system', 'user' or 'assistant')")
+    return [dict(message) for message in value]
+
+
+def _kind(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a blank string" if not value.strip() else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

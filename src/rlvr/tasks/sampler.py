@@ -1,0 +1,50 @@
+"""Draws the prompts of each RL step: epoch-wise shuffles of the task list, resumable from its state."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from rlvr.tasks.base import Task
+
+
+class PromptSampler:
+    """Yields tasks in a seeded shuffled order, reshuffling each epoch; ``state_dict`` pins the position exactly."""
+
+    def __init__(self, tasks: list[Task], *, seed: int, shuffle: bool = True):
+        if not tasks:
+            raise ValueError("no tasks to sample from")
+        self.tasks = tasks
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch = 0
+        self.position = 0
+        self._order = self._order_for(0)
+
+    def _order_for(self, epoch: int) -> list[int]:
+        order = list(range(len(self.tasks)))
+        if self.shuffle:
+            random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        return order
+
+    def next(self, n: int) -> list[Task]:
+        out = []
+        while len(out) < n:
+            if self.position == len(self._order):
+                self.epoch += 1
+                self.position = 0
+                self._order = self._order_for(self.epoch)
+            out.append(self.tasks[self._order[self.position]])
+            self.position += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "n_tasks": len(self.tasks)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["n_tasks"] != len(self.tasks):
+            raise ValueError(f"data changed since the checkpoint: {state['n_tasks']} tasks then, {len(self.tasks)} now")
+        self.seed = state["seed"]
+        self.epoch = state["epoch"]
+        self.position = state["position"]
+        self._order = self._order_for(self.epoch)

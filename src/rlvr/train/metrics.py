@@ -1,0 +1,43 @@
+"""Per-step metrics: one JSON object per line in metrics.jsonl, and TensorBoard when asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLog:
+    def __init__(self, run_dir: Path, *, tensorboard: bool = False):
+        self.path = run_dir / "metrics.jsonl"
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise RuntimeError("train.tensorboard=true needs the tensorboard package: pip install tensorboard") from exc
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def truncate_after(self, step: int) -> None:
+        """Keep only the lines of steps <= ``step`` (used when resuming, so each step appears once)."""
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self._tb is not None:
+            for key, value in row.items():
+                if key != "step" and isinstance(value, (int, float)):
+                    self._tb.add_scalar(key, value, row["step"])
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,82 @@
+"""The verifier registry: a name -> ``fn(response: str, reference, **options) -> Verdict | float``.
+
+Register a verifier with the decorator; stack it to give one function several names (aliases)::
+
+    @register_verifier("code")
+    @register_verifier("code.python")
+    def python_tests(response, reference, **options): ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+VerifierFn = Callable[..., Any]  # returns a Verdict, or a float that the runner turns into one
+F = TypeVar("F", bound=VerifierFn)
+
+_VERIFIERS: dict[str, VerifierFn] = {}
+_LOCK = threading.Lock()
+
+
+class UnknownVerifierError(KeyError, ValueError):
+    """No verifier has this name; the message lists the names that exist."""
+
+    def __init__(self, name: str, known: Iterable[str] = ()):
+        self.name = name
+        self.known = sorted(known)
+        message = f"unknown verifier {name!r}"
+        close = difflib.get_close_matches(str(name), self.known, n=1)
+        if close:
+            message += f" (did you mean {close[0]!r}?)"
+        message += "; known verifiers: " + (", ".join(self.known) or "none")
+        super().__init__(message)
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.known))
+
+
+def register_verifier(name: str, *, replace: bool = False) -> Callable[[F], F]:
+    """Decorator registering ``fn`` under ``name``; returns ``fn`` unchanged.
+
+    Registering a different function under a taken name raises ValueError unless ``replace=True``.
+    Re-registering the same function (or a module reload of it) is a no-op.
+    """
+    if not isinstance(name, str) or not name or name != name.strip() or any(c.isspace() for c in name):
+        raise ValueError(f"verifier name must be a non-empty string without whitespace, got {name!r}")
+
+    def decorator(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"verifier {name!r} must be callable, got {type(fn).__name__}")
+        with _LOCK:
+            old = _VERIFIERS.get(name)
+            if old is not None and not replace and _qualname(old) != _qualname(fn):
+                raise ValueError(
+                    f"verifier {name!r} is already registered ({_qualname(old)}); pass replace=True to override it"
+                )
+            _VERIFIERS[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_verifier(name: str) -> VerifierFn:
+    """The function registered under ``name``; raises UnknownVerifierError listing the known names."""
+    try:
+        return _VERIFIERS[name]
+    except (KeyError, TypeError):  # TypeError: an unhashable "name"
+        raise UnknownVerifierError(name, _VERIFIERS) from None
+
+
+def verifier_names() -> list[str]:
+    """All registered names (aliases included), sorted."""
+    return sorted(_VERIFIERS)
+
+
+def _qualname(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
