@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
+from transformers.utils import logging as hf_logging
 
 from rlvr.config import config_from_dict
 from rlvr.eval import mean_pass_at_k, sample_and_score
@@ -69,6 +69,7 @@ def run_demo(
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    hf_logging.disable_progress_bar()  # rlvr shows its own progress; the per-save shard bars are noise
     seed_everything(seed)
 
     model, tokenizer = build_tiny_model(MODEL, seed=seed)
