@@ -10,8 +10,22 @@ import torch
 from rlvr.algos.registry import Registry
 
 _REGISTRY = Registry("advantage estimator")
-register = _REGISTRY.register
 names = _REGISTRY.names
+
+
+def register(name: str, *, needs: tuple[str, ...] = ()):
+    """Register fn(rewards, index, response_mask, **kw) -> advantages [N, T].
+
+    ``needs`` names the extra inputs the trainer must pass as keywords: "values" (a critic's per-token values,
+    which makes the trainer train a value head) or "baseline_rewards" (the reward of a greedy response to the
+    same prompt, which makes the trainer sample one). Every estimator may also receive ``token_rewards``
+    [N, T] (per-token reward terms such as a KL penalty) and ``epsilon``, and must accept unknown keywords.
+    """
+    return _REGISTRY.register(name, needs=tuple(needs))
+
+
+def needs(name: str) -> tuple[str, ...]:
+    return _REGISTRY.info(name)["needs"]
 
 
 def compute(name: str, rewards: torch.Tensor, index: torch.Tensor, response_mask: torch.Tensor, **kw) -> torch.Tensor:

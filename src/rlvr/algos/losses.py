@@ -39,13 +39,20 @@ def compute(
     dual_clip: float | None = None,
     agg: str | None = None,
     norm_length: int | None = None,
+    token_weights: torch.Tensor | None = None,
     **kw,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Scalar loss and metrics of the loss registered under ``name``; agg=None uses that loss's default."""
+    """Scalar loss and metrics of the loss registered under ``name``; agg=None uses that loss's default.
+
+    ``token_weights`` [N, T] multiply the per-token losses before aggregation (e.g. truncated importance
+    sampling weights, which must carry no gradient).
+    """
     fn = _REGISTRY.get(name)
     per_token, metrics = fn(
         logp, old_logp, advantages, response_mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, **kw
     )
+    if token_weights is not None:
+        per_token = per_token * token_weights
     mode = agg or default_agg(name)
     return aggregate(per_token, response_mask, mode, norm_length=norm_length), metrics
 
