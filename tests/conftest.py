@@ -21,3 +21,36 @@ def tiny():
 def tiny_model_dir(tmp_path_factory):
     """A tiny model saved as a Hugging Face folder."""
     return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", SMALL, seed=0)
+
+
+@pytest.fixture(scope="session")
+def warm_model_dir(tmp_path_factory):
+    """A tiny model briefly fine-tuned on one-digit addition, so it is right some of the time."""
+    from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems
+    from rlvr.train import sft
+
+    model, tokenizer = build_tiny_model(TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256), seed=0)
+    torch.manual_seed(0)
+    pairs = [(t.prompt, t.reference) for t in all_problems(ArithmeticSpec(digits=1), "train")]
+    sft(model, tokenizer, pairs, steps=100, batch_size=32, lr=3e-3, seed=0, progress=False)
+    path = tmp_path_factory.mktemp("warm") / "model"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def one_digit_rl_config(model_dir, out, algo=None, **train):
+    """A short RL run on one-digit addition from ``model_dir`` (a dict for config_from_dict)."""
+    return {
+        "model": {"path": str(model_dir)},
+        "data": {"train": "arithmetic:train:digits=1", "verifier": "exact", "prompts_per_step": 32},
+        "rollout": {"group_size": 8, "max_new_tokens": 4},
+        "algo": algo or {},
+        "train": {"steps": 100, "lr": 1e-3, "out": str(out), "progress": False, **train},
+    }
+
+
+def assert_reward_went_up(rows, margin=0.15):
+    rewards = [row["verifier_score_mean"] for row in rows]
+    first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
+    assert last > first + margin, f"reward did not go up: first 10 steps {first:.3f}, last 10 steps {last:.3f}"

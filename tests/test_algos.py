@@ -151,3 +151,100 @@ def test_registering_new_estimator_and_loss():
     adv = advantages.compute("test_constant_one", torch.zeros(2), torch.tensor([0, 0]), mask)
     loss, _ = losses.compute("test_neg_logp", -torch.ones(2, 3), torch.zeros(2, 3), adv, mask)
     assert loss.item() == pytest.approx(3.0)
+
+
+# ---- random ragged batches against straightforward per-element reference implementations ----
+
+def ragged_batch(seed):
+    g = torch.Generator().manual_seed(seed)
+    sizes = [1, 2, 3, 5, 1, 4][: 3 + seed % 4]
+    index = torch.tensor([gid for gid, n in enumerate(sizes) for _ in range(n)])
+    index = index[torch.randperm(len(index), generator=g)]  # groups need not be contiguous
+    n, t = len(index), 6
+    rewards = torch.randint(0, 3, (n,), generator=g).to(F64) / 2
+    lengths = torch.randint(0, t + 1, (n,), generator=g)
+    lengths[0] = 0  # a row with no valid token
+    mask = (torch.arange(t)[None] < lengths[:, None]).to(F64)
+    logp = (-2 * torch.rand(n, t, generator=g, dtype=F64)).requires_grad_()
+    old = logp.detach() + 0.4 * torch.randn(n, t, generator=g, dtype=F64)
+    adv = torch.randn(n, t, generator=g, dtype=F64) * mask
+    return rewards, index, mask, logp, old, adv
+
+
+def reference_advantage(name, rewards, index):
+    out = []
+    for i in range(len(rewards)):
+        group = [rewards[j].item() for j in range(len(rewards)) if index[j] == index[i]]
+        mean = sum(group) / len(group)
+        if name == "dr_grpo":
+            out.append(rewards[i].item() - mean)
+        elif len(group) == 1:
+            out.append(0.0)
+        elif name == "grpo":
+            std = math.sqrt(sum((x - mean) ** 2 for x in group) / (len(group) - 1))
+            out.append((rewards[i].item() - mean) / (std + 1e-6))
+        else:  # rloo
+            out.append(rewards[i].item() - (sum(group) - rewards[i].item()) / (len(group) - 1))
+    return torch.tensor(out, dtype=F64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo"])
+def test_outcome_advantages_on_random_ragged_batches(name, seed):
+    rewards, index, mask, *_ = ragged_batch(seed)
+    got = advantages.compute(name, rewards, index, mask)
+    torch.testing.assert_close(got, reference_advantage(name, rewards, index)[:, None] * mask)
+
+
+def reference_token_losses(name, logp, old, adv, mask, clip_low, clip_high, dual_clip):
+    n, t = logp.shape
+    rows = []
+    for i in range(n):
+        valid = [j for j in range(t) if mask[i, j] > 0]
+        if name == "gspo" and valid:
+            s_i = torch.exp(sum(logp[i, j] - old[i, j] for j in valid) / len(valid))
+        row = []
+        for j in range(t):
+            a = adv[i, j]
+            if name == "ppo":
+                r = torch.exp(logp[i, j] - old[i, j])
+                loss = torch.maximum(-a * r, -a * r.clamp(1 - clip_low, 1 + clip_high))
+                if dual_clip is not None and a < 0:
+                    loss = torch.minimum(loss, -a * dual_clip)
+            elif name == "gspo":
+                s = s_i.detach() * torch.exp(logp[i, j] - logp[i, j].detach()) if valid else torch.exp(logp[i, j] - logp[i, j].detach())
+                loss = torch.maximum(-a * s, -a * s.clamp(1 - clip_low, 1 + clip_high))
+            else:  # cispo
+                w = torch.exp(logp[i, j] - old[i, j]).clamp(1 - clip_low, 1 + clip_high).detach()
+                loss = -w * a * logp[i, j]
+            row.append(loss)
+        rows.append(torch.stack(row))
+    return torch.stack(rows)
+
+
+def reference_aggregate(per_token, mask, mode):
+    n, t = mask.shape
+    valid_rows = [i for i in range(n) if mask[i].sum() > 0]
+    if mode == "token-mean":
+        return (per_token * mask).sum() / mask.sum()
+    if mode == "seq-mean-token-sum-norm":
+        return (per_token * mask).sum() / (n * t)
+    per_seq = [(per_token[i] * mask[i]).sum() / (mask[i].sum() if mode == "seq-mean-token-mean" else 1) for i in valid_rows]
+    return torch.stack(per_seq).mean()
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("mode", losses.AGG_MODES)
+@pytest.mark.parametrize("name, clip_low, clip_high, dual_clip", [
+    ("ppo", 0.2, 0.2, None), ("ppo", 0.2, 0.28, 3.0), ("gspo", 0.05, 0.08, None), ("cispo", 1.0, 0.28, None),
+])
+def test_losses_values_and_gradients_on_random_ragged_batches(name, clip_low, clip_high, dual_clip, mode, seed):
+    _, _, mask, logp, old, adv = ragged_batch(seed)
+    if name == "gspo":  # GSPO's advantages are one per response
+        adv = adv[:, :1].expand_as(adv) * mask
+    got, _ = losses.compute(name, logp, old, adv, mask, clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, agg=mode)
+    (g_got,) = torch.autograd.grad(got, logp)
+    ref = reference_aggregate(reference_token_losses(name, logp, old, adv, mask, clip_low, clip_high, dual_clip), mask, mode)
+    (g_ref,) = torch.autograd.grad(ref, logp)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(g_got, g_ref)

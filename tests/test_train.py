@@ -7,41 +7,17 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr.config import config_from_dict, load_config
-from rlvr.models import TinySpec, build_tiny_model
-from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems
-from rlvr.train import sft, train
+from rlvr.train import train
 from rlvr.train.metrics import read_metrics
 
-ONE_DIGIT = ArithmeticSpec(digits=1)
-
-
-@pytest.fixture(scope="module")
-def warm_model_dir(tmp_path_factory):
-    """A tiny model briefly fine-tuned on one-digit addition, so it is right some of the time."""
-    model, tokenizer = build_tiny_model(TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256), seed=0)
-    torch.manual_seed(0)
-    pairs = [(t.prompt, t.reference) for t in all_problems(ONE_DIGIT, "train")]
-    sft(model, tokenizer, pairs, steps=100, batch_size=32, lr=3e-3, seed=0, progress=False)
-    path = tmp_path_factory.mktemp("warm") / "model"
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
+from conftest import assert_reward_went_up, one_digit_rl_config
 
 def rl_config(model_dir, out, **train):
-    return config_from_dict({
-        "model": {"path": str(model_dir)},
-        "data": {"train": "arithmetic:train:digits=1", "verifier": "exact", "prompts_per_step": 32},
-        "rollout": {"group_size": 8, "max_new_tokens": 4},
-        "train": {"steps": 100, "lr": 1e-3, "out": str(out), "progress": False, **train},
-    })
+    return config_from_dict(one_digit_rl_config(model_dir, out, **train))
 
 
 def test_reward_goes_up(warm_model_dir, tmp_path):
-    run_dir = train(rl_config(warm_model_dir, tmp_path / "run"))
-    rewards = [row["reward_mean"] for row in read_metrics(run_dir)]
-    first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
-    assert last > first + 0.15, f"reward did not go up: first 10 steps {first:.3f}, last 10 steps {last:.3f}"
+    assert_reward_went_up(read_metrics(train(rl_config(warm_model_dir, tmp_path / "run"))))
 
 
 def test_run_directory_contents(warm_model_dir, tmp_path):

@@ -69,6 +69,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_recipes(args: argparse.Namespace) -> int:
+    from rlvr.algos import recipes
+
+    for name in recipes.names():
+        recipe = recipes.get(name)
+        print(f"{name}\n  paper:      {recipe.paper}\n  computes:   {recipe.equation}\n  expands to: {recipes.expansion(name)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
@@ -85,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.steps=10")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out")
     tr.set_defaults(func=_cmd_train)
+
+    rec = sub.add_parser("recipes", help="list the algorithm recipes (algo.recipe=NAME) with their papers")
+    rec.set_defaults(func=_cmd_recipes)
 
     ev = sub.add_parser("eval", help="pass@k of a model on JSONL tasks")
     ev.add_argument("--model", required=True, help="Hugging Face model folder")

@@ -60,7 +60,9 @@ class RolloutConfig:
 
 @dataclass
 class AlgoConfig:
+    recipe: str | None = None  # named preset (rlvr recipes); keys set explicitly override it
     advantage: str = "grpo"  # advantage estimator name (rlvr.algos.advantages)
+    advantage_options: dict = field(default_factory=dict)  # extra estimator options, e.g. {gamma: 1.0, lam: 0.95}
     loss: str = "ppo"  # policy loss name (rlvr.algos.losses)
     agg: str | None = None  # loss aggregation mode (None = the loss's own default)
     clip_low: float = 0.2  # ratio clip below: 1 - clip_low
@@ -68,7 +70,17 @@ class AlgoConfig:
     dual_clip: float | None = None  # dual-clip constant c > 1 for negative advantages (None = off)
     kl_coef: float = 0.0  # weight of the KL penalty to the reference model (0 = no reference)
     kl_kind: str = "k3"  # KL estimator: k1, k2 or k3
+    kl_placement: str = "loss"  # "loss" (a loss term) or "reward" (a per-token reward penalty)
     entropy_coef: float = 0.0  # weight of the entropy bonus
+    entropy_mask_rho: float | None = None  # keep the gradient only on the top-rho highest-entropy tokens (None = off)
+    tis_cap: float | None = None  # truncated importance sampling cap between trainer and rollout log-probs (None = off)
+    dynamic_sampling: bool = False  # DAPO: resample until the step has prompts_per_step groups with mixed rewards
+    dynamic_sampling_max_batches: int = 4  # most generation rounds per step under dynamic sampling
+    overlong_filter: bool = False  # DAPO: truncated responses carry no loss
+    overlong_buffer_frac: float = 0.0  # DAPO soft overlong punishment buffer, as a fraction of max_new_tokens (0 = off)
+    overlong_penalty_factor: float = 1.0  # scale of the soft overlong punishment
+    value_coef: float = 0.5  # weight of the value loss (estimators that need a critic, e.g. gae)
+    value_clip: float | None = 0.2  # value clipping range (None = off)
     epsilon: float = 1e-6  # added to the group std when normalising advantages
 
 
@@ -128,6 +140,15 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algo.dual_clip": (lambda v: v > 1, "null or > 1"),
     "algo.kl_coef": (lambda v: v >= 0, ">= 0"),
     "algo.kl_kind": _one_of("k1", "k2", "k3"),
+    "algo.kl_placement": _one_of("loss", "reward"),
+    "algo.agg": _one_of("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"),
+    "algo.entropy_mask_rho": (lambda v: 0 < v <= 1, "null or 0 < rho <= 1"),
+    "algo.tis_cap": (lambda v: v >= 1, "null or >= 1"),
+    "algo.dynamic_sampling_max_batches": (lambda v: v >= 1, ">= 1"),
+    "algo.overlong_buffer_frac": (lambda v: 0 <= v < 1, "0 <= frac < 1 (0 = off)"),
+    "algo.overlong_penalty_factor": (lambda v: v >= 0, ">= 0"),
+    "algo.value_coef": (lambda v: v >= 0, ">= 0"),
+    "algo.value_clip": (lambda v: v > 0, "null or > 0"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
     "train.lr": (lambda v: v > 0, "> 0"),
     "train.weight_decay": (lambda v: v >= 0, ">= 0"),
@@ -233,7 +254,25 @@ def _assign_tree(values: dict, sources: dict, tree: Any, where: str) -> None:
         _assign(values, sources, [str(section)], body, where)
 
 
+def _apply_recipe(values: dict, sources: dict) -> None:
+    """Fill the algo keys the user did not set from the named recipe (explicit keys win)."""
+    name = values["algo"].get("recipe")
+    if name is None:
+        return
+    from rlvr.algos import recipes
+
+    if name not in recipes.RECIPES:
+        where = sources.get("algo.recipe", "<config>")
+        known = recipes.names()
+        raise ConfigError(f"{where}: algo.recipe: unknown recipe '{name}'{_suggest(name, known)}; known: {', '.join(known)}")
+    for key, value in recipes.get(name).settings.items():
+        if key not in values["algo"]:
+            values["algo"][key] = copy.deepcopy(value)
+            sources[f"algo.{key}"] = f"recipe '{name}'"
+
+
 def _build(values: dict, sources: dict) -> Config:
+    _apply_recipe(values, sources)
     cfg = Config(**{s: cls(**values[s]) for s, cls in _SECTIONS.items()})
     for key, (check, expected) in _RULES.items():
         section, name = key.split(".")

@@ -1,6 +1,6 @@
-"""Pure tensor functions for RLVR: advantages, policy losses, KL estimators, entropy (CONTRACTS.md C2)."""
+"""Pure tensor functions for RLVR: advantages, policy losses, KL estimators, entropy, filters (CONTRACTS.md C2)."""
 
-from rlvr.algos import advantages, entropy, kl, losses
+from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy, recipes
 from rlvr.algos.registry import UnknownNameError
 
-__all__ = ["advantages", "entropy", "kl", "losses", "UnknownNameError"]
+__all__ = ["advantages", "entropy", "filters", "kl", "losses", "offpolicy", "recipes", "UnknownNameError"]

@@ -16,10 +16,11 @@ names = _REGISTRY.names
 def register(name: str, *, needs: tuple[str, ...] = ()):
     """Register fn(rewards, index, response_mask, **kw) -> advantages [N, T].
 
-    ``needs`` names the extra inputs the trainer must pass as keywords: "values" (a critic's per-token values,
-    which makes the trainer train a value head) or "baseline_rewards" (the reward of a greedy response to the
-    same prompt, which makes the trainer sample one). Every estimator may also receive ``token_rewards``
-    [N, T] (per-token reward terms such as a KL penalty) and ``epsilon``, and must accept unknown keywords.
+    ``needs`` names the extra inputs the estimator uses, which the trainer then provides as keywords:
+    "values" (a critic's per-token values; the trainer trains a value head), "baseline_rewards" (the reward of
+    a greedy response to the same prompt; the trainer samples one) or "token_rewards" (per-token reward terms
+    [N, T] such as a KL penalty, kept apart from the outcome ``rewards``; estimators that do not declare it get
+    those terms summed into ``rewards``). Every estimator receives ``epsilon`` and must accept unknown keywords.
     """
     return _REGISTRY.register(name, needs=tuple(needs))
 
@@ -85,3 +86,179 @@ def rloo(rewards, index, response_mask, **_):
     baseline = (total - rewards) / (count - 1).clamp(min=1)
     adv = torch.where(count > 1, rewards - baseline, torch.zeros_like(rewards))
     return broadcast(adv, response_mask)
+
+
+def _valid(response_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return response_mask.to(dtype)
+
+
+def masked_whiten(values: torch.Tensor, response_mask: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
+    """(x - mean) / (std + epsilon) with mean and std over the valid tokens of the whole batch; 0 on padding.
+
+    std is the population (biased, divide by the number of valid tokens) std, as in OpenRLHF's masked whitening.
+    One valid token, or all valid values equal, gives 0 everywhere (never NaN); no valid token gives all 0.
+    """
+    m = _valid(response_mask, values.dtype)
+    n = m.sum().clamp(min=1)
+    mean = (values * m).sum() / n
+    centred = (values - mean) * m
+    std = ((centred**2).sum() / n).sqrt()
+    return centred / (std + epsilon) * m
+
+
+def _reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
+    """out[:, t] = sum_{t' >= t} x[:, t']."""
+    return x.flip(-1).cumsum(-1).flip(-1)
+
+
+@register("reinforce_pp", needs=("token_rewards",))
+def reinforce_pp(rewards, index, response_mask, *, token_rewards=None, epsilon: float = 1e-6, **_):
+    """REINFORCE++-baseline (Hu et al., 2025, "REINFORCE++: Stabilizing Critic-Free Policy Optimization with Global
+    Advantage Normalization", the REINFORCE++-baseline advantage: group-mean baseline, then global normalization).
+
+    score_i = r_i - mean_g (a group of size 1 scores 0). With ``token_rewards`` [N, T] (e.g. -kl_coef * KL per
+    token) the per-token return is score_i + sum_{t' >= t} token_rewards[i, t'] over valid tokens (gamma = 1);
+    otherwise score_i on every valid token. The result is whitened over all valid tokens of the batch,
+    (A - mean) / (std + epsilon), with the population (biased) std; see ``masked_whiten``.
+    """
+    m = _valid(response_mask, rewards.dtype)
+    _, _, mean = group_stats(rewards, index)
+    returns = broadcast(rewards - mean, response_mask)
+    if token_rewards is not None:
+        returns = returns + _reverse_cumsum(token_rewards.to(rewards.dtype) * m) * m
+    return masked_whiten(returns, response_mask, epsilon)
+
+
+@register("remax", needs=("baseline_rewards",))
+def remax(rewards, index, response_mask, *, baseline_rewards=None, **_):
+    """ReMax (Li et al., 2023, "ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning
+    Large Language Models", Algorithm 1): A_i = r(x, y_i) - r(x, y_greedy), the greedy response's reward as baseline.
+
+    ``baseline_rewards`` [N] holds, for each response, the reward of the greedy response to its prompt.
+    """
+    if baseline_rewards is None:
+        raise ValueError(
+            "remax needs baseline_rewards: the reward of a greedy response to the same prompt, one per response "
+            "(the trainer samples a greedy response per prompt when advantages.needs('remax') lists it)"
+        )
+    baseline = torch.as_tensor(baseline_rewards, dtype=rewards.dtype, device=rewards.device)
+    return broadcast(rewards - baseline, response_mask)
+
+
+def outcome_token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """[N, T] with r_i at the last valid token of row i and 0 elsewhere (rows with no valid token are all 0)."""
+    m = response_mask.to(torch.bool)
+    T = m.shape[-1]
+    pos = torch.arange(T, device=m.device).expand_as(m)
+    if T == 0:
+        return torch.zeros(m.shape, dtype=rewards.dtype, device=rewards.device)
+    last = torch.where(m, pos, torch.full_like(pos, -1)).max(-1).values
+    out = torch.zeros(m.shape, dtype=rewards.dtype, device=rewards.device)
+    rows = last >= 0
+    out[rows.nonzero().squeeze(-1), last[rows]] = rewards[rows]
+    return out
+
+
+def gae_advantages_and_returns(
+    token_level_rewards: torch.Tensor,
+    values: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized Advantage Estimation (Schulman et al., 2016, "High-Dimensional Continuous Control Using
+    Generalized Advantage Estimation", Eq. 16) over the valid tokens of each row; unwhitened, 0 on padding.
+
+    delta_t = r_t + gamma V_{t+1} - V_t and A_t = delta_t + gamma lam A_{t+1}, where "t+1" is the next valid
+    token (padding is skipped) and V after the last valid token is 0. returns = advantages + values are the
+    critic's regression targets. Computed without gradient (values are the rollout's old values).
+    """
+    with torch.no_grad():
+        dtype = token_level_rewards.dtype
+        m = response_mask.to(dtype)
+        r = token_level_rewards * m
+        v = values.to(dtype) * m
+        N, T = m.shape
+        next_value = torch.zeros(N, dtype=dtype, device=r.device)
+        next_adv = torch.zeros(N, dtype=dtype, device=r.device)
+        adv = torch.zeros_like(r)
+        for t in reversed(range(T)):
+            delta = r[:, t] + gamma * next_value - v[:, t]
+            a_t = delta + gamma * lam * next_adv
+            valid = m[:, t]
+            adv[:, t] = a_t * valid
+            next_value = v[:, t] * valid + next_value * (1 - valid)
+            next_adv = a_t * valid + next_adv * (1 - valid)
+        returns = (adv + v) * m
+    return adv, returns
+
+
+@register("gae", needs=("values", "token_rewards"))
+def gae(
+    rewards,
+    index,
+    response_mask,
+    *,
+    values=None,
+    token_rewards=None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    whiten: bool = True,
+    epsilon: float = 1e-6,
+    **_,
+):
+    """PPO (Schulman et al., 2017, "Proximal Policy Optimization Algorithms", Sec. 5) advantages by GAE
+    (Schulman et al., 2016, Eq. 16) with a critic's per-token ``values`` [N, T].
+
+    Per-token rewards are ``token_rewards`` (0 if not given) plus the outcome reward r_i at the last valid token
+    of row i; see ``gae_advantages_and_returns``. gamma = lam = 1 are the usual LLM defaults (as in verl).
+    whiten=True whitens over the valid tokens of the batch with the population std (``masked_whiten``).
+    """
+    if values is None:
+        raise ValueError("gae needs values: a critic's per-token values [N, T] (the trainer trains a value head)")
+    m = _valid(response_mask, rewards.dtype)
+    token_level = outcome_token_rewards(rewards, response_mask)
+    if token_rewards is not None:
+        token_level = token_level + token_rewards.to(rewards.dtype) * m
+    adv, _ = gae_advantages_and_returns(token_level, values.to(rewards.dtype), response_mask, gamma, lam)
+    return masked_whiten(adv, response_mask, epsilon) if whiten else adv
+
+
+@register("psr_nsr")
+def psr_nsr(
+    rewards, index, response_mask, *, pos_weight: float = 1.0, neg_weight: float = 1.0, threshold: float = 0.5, **_
+):
+    """Positive / Negative Sample Reinforcement (Zhu et al., 2025, "The Surprising Effectiveness of Negative
+    Reinforcement in LLM Reasoning"): the RLVR objective on +1/-1 rewards split as L = L_PSR + L_NSR, and its
+    weighted form W-REINFORCE, L = lambda L_PSR + L_NSR.
+
+    A_i = +pos_weight if r_i > threshold (a correct sample) else -neg_weight; no baseline (plain REINFORCE).
+    """
+    adv = torch.where(
+        rewards > threshold,
+        torch.full_like(rewards, float(pos_weight)),
+        torch.full_like(rewards, -float(neg_weight)),
+    )
+    return broadcast(adv, response_mask)
+
+
+@register("psr")
+def psr(rewards, index, response_mask, **kw):
+    """PSR only (Zhu et al., 2025): ``psr_nsr`` with pos_weight=1, neg_weight=0 (explicit keywords override)."""
+    kw = {"pos_weight": 1.0, "neg_weight": 0.0, **kw}
+    return psr_nsr(rewards, index, response_mask, **kw)
+
+
+@register("nsr")
+def nsr(rewards, index, response_mask, **kw):
+    """NSR only (Zhu et al., 2025): ``psr_nsr`` with pos_weight=0, neg_weight=1 (explicit keywords override)."""
+    kw = {"pos_weight": 0.0, "neg_weight": 1.0, **kw}
+    return psr_nsr(rewards, index, response_mask, **kw)
+
+
+@register("w_reinforce")
+def w_reinforce(rewards, index, response_mask, **kw):
+    """W-REINFORCE (Zhu et al., 2025): lambda L_PSR + L_NSR with the paper's lambda = 0.1, i.e. ``psr_nsr`` with
+    pos_weight=0.1, neg_weight=1.0 (explicit keywords override)."""
+    kw = {"pos_weight": 0.1, "neg_weight": 1.0, **kw}
+    return psr_nsr(rewards, index, response_mask, **kw)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -15,3 +17,33 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy H = logsumexp(z) - sum softmax(z) * z of the distribution each logit row defines."""
     probs = torch.softmax(logits, dim=-1)
     return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
+
+
+def forking_token_mask(entropy: torch.Tensor, response_mask: torch.Tensor, rho: float) -> torch.Tensor:
+    """Keep only the top-``rho`` fraction of valid tokens by entropy across the whole batch.
+
+    Wang et al., 2025, "Beyond the 80/20 Rule: High-Entropy Minority Tokens Drive Effective Reinforcement Learning for
+    LLM Reasoning", Sec. 4 (the masked DAPO objective with indicator I[H_t >= tau_rho], rho = 0.2 in the paper): the
+    policy gradient is restricted to the high-entropy "forking" tokens. Exactly ceil(rho * n_valid) tokens are kept
+    (ties broken by position order in the flattened [N, T] batch, earlier first); masked-out positions are never
+    selected; rho = 1 returns the mask unchanged. ``entropy`` is detached. Returns a mask of response_mask's dtype.
+    """
+    if not 0.0 < rho <= 1.0:
+        raise ValueError(f"rho must be in (0, 1], got {rho}")
+    if entropy.shape != response_mask.shape:
+        raise ValueError(
+            f"entropy {tuple(entropy.shape)} and response_mask {tuple(response_mask.shape)} differ in shape"
+        )
+    if rho == 1.0:
+        return response_mask.clone()
+    flat_mask = response_mask.reshape(-1)
+    valid_idx = torch.nonzero(flat_mask != 0, as_tuple=False).squeeze(-1)
+    n_valid = valid_idx.numel()
+    # round first so that e.g. 0.1 * 30 = 3.0000000000000004 keeps 3 tokens, not 4
+    k = min(n_valid, math.ceil(round(rho * n_valid, 9)))
+    values = entropy.detach().reshape(-1)[valid_idx]
+    order = torch.sort(values, descending=True, stable=True).indices[:k]
+    keep = valid_idx[order]
+    out = torch.zeros_like(flat_mask)
+    out[keep] = flat_mask[keep]
+    return out.reshape(response_mask.shape)

@@ -155,3 +155,32 @@ def cispo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=
         "clip_frac": _masked_mean(is_clipped.to(logp.dtype), response_mask),
         "ratio_mean": _masked_mean(ratio.detach(), response_mask),
     }
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clip: float | None = 0.2,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped value loss of common PPO implementations (Schulman et al., 2017, PPO; the value clipping of OpenAI
+    baselines' ppo2, discussed by Engstrom et al., 2020, "Implementation Matters in Deep Policy Gradients"):
+
+    per token 0.5 * max((v - R)^2, (old_v + clip(v - old_v, -clip, clip) - R)^2), token-mean over valid tokens.
+    clip=None gives the plain 0.5 * (v - R)^2. metrics: vf_clip_frac, the fraction of valid tokens where the
+    clipped term is the larger one. old_values and returns are targets and carry no gradient.
+    """
+    old_values, returns = old_values.detach(), returns.detach()
+    unclipped = (values - returns) ** 2
+    if clip is None:
+        per_token = unclipped
+        clip_frac = 0.0
+    else:
+        v_clipped = old_values + (values - old_values).clamp(-clip, clip)
+        clipped = (v_clipped - returns) ** 2
+        per_token = torch.maximum(unclipped, clipped)
+        clip_frac = _masked_mean((clipped > unclipped).to(values.dtype), response_mask)
+    loss = aggregate(0.5 * per_token, response_mask, "token-mean")
+    return loss, {"vf_clip_frac": clip_frac}

@@ -48,3 +48,49 @@ class RolloutEngine(Protocol):
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Make the engine sample from the trainer's current weights."""
         ...
+
+
+def _pad_right(t: torch.Tensor, width: int, value) -> torch.Tensor:
+    return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+
+
+def _pad_left(t: torch.Tensor, width: int, value) -> torch.Tensor:
+    return torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)
+
+
+def concat_batches(batches: list[RolloutBatch], pad_id: int) -> RolloutBatch:
+    """One batch from several (e.g. the generation rounds of dynamic sampling); group ids stay distinct."""
+    if len(batches) == 1:
+        return batches[0]
+    prompt_width = max(b.prompt_ids.shape[1] for b in batches)
+    width = max(b.response_ids.shape[1] for b in batches)
+    groups, offset = [], 0
+    for b in batches:
+        groups.append(b.group_index + offset)
+        offset += int(b.group_index.max()) + 1 if b.size else 0
+    return RolloutBatch(
+        prompt_ids=torch.cat([_pad_left(b.prompt_ids, prompt_width, pad_id) for b in batches]),
+        prompt_mask=torch.cat([_pad_left(b.prompt_mask, prompt_width, 0) for b in batches]),
+        response_ids=torch.cat([_pad_right(b.response_ids, width, pad_id) for b in batches]),
+        response_mask=torch.cat([_pad_right(b.response_mask, width, 0) for b in batches]),
+        logprobs=torch.cat([_pad_right(b.logprobs, width, 0.0) for b in batches]),
+        truncated=torch.cat([b.truncated for b in batches]),
+        group_index=torch.cat(groups),
+    )
+
+
+def select_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
+    """The sub-batch of the given row indices, padding trimmed to its longest prompt and response."""
+    response_mask = batch.response_mask[rows]
+    prompt_mask = batch.prompt_mask[rows]
+    width = max(int(response_mask.sum(-1).max()), 1) if rows.numel() else 1
+    prompt_start = int((prompt_mask.sum(0) == 0).sum()) if rows.numel() else 0  # all-pad leading columns
+    return RolloutBatch(
+        prompt_ids=batch.prompt_ids[rows, prompt_start:],
+        prompt_mask=prompt_mask[:, prompt_start:],
+        response_ids=batch.response_ids[rows, :width],
+        response_mask=response_mask[:, :width],
+        logprobs=batch.logprobs[rows, :width],
+        truncated=batch.truncated[rows],
+        group_index=batch.group_index[rows],
+    )

@@ -1,7 +1,8 @@
 """The RL loop: sample prompts -> generate -> verify -> advantages -> clipped policy-gradient update.
 
-Read top to bottom, ``train`` is the whole algorithm; what varies between recipes (advantage estimator,
-policy loss, aggregation, KL, entropy bonus) is looked up by name in the rlvr.algos registries.
+Read top to bottom, ``train`` is the whole algorithm. What varies between recipes (advantage estimator,
+policy loss, aggregation, KL, entropy terms, filters) is looked up by name in rlvr.algos or switched by an
+``algo.*`` key; a new estimator or loss is registered there, never wired in here.
 """
 
 from __future__ import annotations
@@ -9,20 +10,22 @@ from __future__ import annotations
 import copy
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from rlvr.algos import advantages, kl, losses
+from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
 from rlvr.config import Config, save_config
 from rlvr.models import encode_prompt, load_model
 from rlvr.rollout import RolloutBatch, SamplingParams, make_engine
+from rlvr.rollout.base import concat_batches, select_rows
 from rlvr.tasks import PromptSampler, Task, load_tasks
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
 from rlvr.train.metrics import MetricsLog
-from rlvr.train.policy import response_logprobs
+from rlvr.train.policy import ValueHead, policy_forward
 from rlvr.train.progress import progress_bar
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
 from rlvr.verifiers.registry import get_verifier
@@ -40,56 +43,134 @@ def check_verifiers(tasks: list[Task], default: str) -> None:
         get_verifier(name)
 
 
-def score(tasks: list[Task], responses: list[str], group_size: int, cfg: Config) -> list[Verdict]:
-    """Verdicts for responses; response i answers task i // group_size. The one place the trainer scores."""
-    requests = []
-    for i, response in enumerate(responses):
-        task = tasks[i // group_size]
-        options = {**cfg.data.verifier_options, **task.verifier_options}
-        requests.append(ScoreRequest(task.verifier or cfg.data.verifier, response, task.reference, options))
+def score(tasks: list[Task], responses: list[str], cfg: Config) -> list[Verdict]:
+    """Verdicts for responses; response i answers tasks[i]. The one place the trainer scores."""
+    requests = [
+        ScoreRequest(task.verifier or cfg.data.verifier, response, task.reference,
+                     {**cfg.data.verifier_options, **task.verifier_options})
+        for task, response in zip(tasks, responses)
+    ]
     return score_batch(requests)
 
 
-def policy_update(model, ref_model, optimizer, batch: RolloutBatch, adv: torch.Tensor, cfg: Config) -> dict[str, float]:
-    """One optimizer step on a rollout batch; micro-batches are weighted so the loss equals the full-batch loss."""
+@dataclass
+class Rollouts:
+    """One step's training batch: rollouts, the task each row answers, and its verdict."""
+
+    batch: RolloutBatch
+    tasks: list[Task]
+    verdicts: list[Verdict]
+    rounds: int = 1
+
+
+def generate_and_score(engine, tokenizer, tasks: list[Task], params: SamplingParams, cfg: Config) -> Rollouts:
+    batch = engine.generate([encode_prompt(tokenizer, t.prompt) for t in tasks], params)
+    responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
+    row_tasks = [t for t in tasks for _ in range(params.n)]
+    return Rollouts(batch, row_tasks, score(row_tasks, responses, cfg))
+
+
+def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: SamplingParams, cfg: Config) -> Rollouts:
+    """Sample prompts_per_step prompts x group_size responses. With DAPO dynamic sampling (Yu et al., 2025,
+    Eq. 11), keep only groups whose rewards differ and sample more rounds until the step has prompts_per_step
+    such groups or dynamic_sampling_max_batches rounds were spent."""
+    want = cfg.data.prompts_per_step
+    first = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg)
+    if not cfg.algo.dynamic_sampling:
+        return first
+    kept: list[Rollouts] = []
+    n_kept, rounds, current = 0, 1, first
+    while True:
+        rewards = torch.tensor([v.score for v in current.verdicts])
+        useful = filters.informative(rewards, current.batch.group_index.cpu()).view(-1, params.n)[:, 0]
+        groups = useful.nonzero().squeeze(-1)[: want - n_kept]
+        if groups.numel():
+            rows = (groups.unsqueeze(-1) * params.n + torch.arange(params.n)).flatten()
+            kept.append(Rollouts(select_rows(current.batch, rows.to(current.batch.response_ids.device)),
+                                 [current.tasks[i] for i in rows.tolist()], [current.verdicts[i] for i in rows.tolist()]))
+            n_kept += groups.numel()
+        if n_kept >= want or rounds >= cfg.algo.dynamic_sampling_max_batches:
+            break
+        current = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg)
+        rounds += 1
+    if not kept:  # no group had mixed rewards: train on the first round (outcome advantages are 0 there)
+        first.rounds = rounds
+        return first
+    return Rollouts(
+        concat_batches([r.batch for r in kept], engine.pad_id),
+        [t for r in kept for t in r.tasks], [v for r in kept for v in r.verdicts], rounds,
+    )
+
+
+def greedy_baseline(engine, tokenizer, rollouts: Rollouts, params: SamplingParams, cfg: Config) -> torch.Tensor:
+    """ReMax's baseline (Li et al., 2023): the reward of a greedy response to each row's prompt."""
+    group = rollouts.batch.group_index
+    firsts = [int((group == g).nonzero()[0]) for g in torch.unique(group, sorted=True)]
+    greedy = generate_and_score(
+        engine, tokenizer, [rollouts.tasks[i] for i in firsts],
+        SamplingParams(n=1, max_new_tokens=params.max_new_tokens, temperature=0.0), cfg,
+    )
+    per_group = torch.tensor([v.score for v in greedy.verdicts], device=group.device)
+    return per_group[torch.searchsorted(torch.unique(group, sorted=True), group)]
+
+
+def policy_update(
+    model, ref_model, value_head, optimizer, batch: RolloutBatch, adv: torch.Tensor, loss_mask: torch.Tensor,
+    cfg: Config, *, old_values: torch.Tensor | None = None, returns: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """One optimizer step on a rollout batch; micro-batches are weighted so the loss equals the full-batch loss
+    (with an entropy mask, the top-rho selection is made within each micro-batch)."""
     algo = cfg.algo
     agg = algo.agg or losses.default_agg(algo.loss)
-    mask = batch.response_mask
-    width = mask.shape[1]
-    total_units = max(losses.aggregation_units(mask, agg), 1)
+    width = loss_mask.shape[1]
+    total_units = max(losses.aggregation_units(loss_mask, agg), 1)
     micro = cfg.train.micro_batch_size or batch.size
     sums: dict[str, float] = {}
     for start in range(0, batch.size, micro):
         rows = slice(start, start + micro)
-        m = mask[rows]
-        logp, entropy = response_logprobs(
-            model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows], m,
-            temperature=cfg.rollout.temperature, with_entropy=True, entropy_grad=algo.entropy_coef != 0,
+        m = loss_mask[rows]
+        out = policy_forward(
+            model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows], batch.response_mask[rows],
+            temperature=cfg.rollout.temperature, with_entropy=True, entropy_grad=algo.entropy_coef != 0, value_head=value_head,
         )
-        loss, parts = losses.compute(
-            algo.loss, logp, batch.logprobs[rows], adv[rows], m,
+        # The weights are unchanged since sampling, so this forward's log-probs are the trainer's "old" log-probs.
+        parts = offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[rows], batch.response_mask[rows])
+        weights = None
+        if algo.tis_cap is not None:
+            weights, tis_parts = offpolicy.tis_weights(out.logp.detach(), batch.logprobs[rows], batch.response_mask[rows], cap=algo.tis_cap)
+            parts.update(tis_parts)
+        pg_mask = m
+        if algo.entropy_mask_rho is not None:
+            pg_mask = entropy.forking_token_mask(out.entropy, m, algo.entropy_mask_rho)
+        loss, loss_parts = losses.compute(
+            algo.loss, out.logp, batch.logprobs[rows], adv[rows], pg_mask,
             clip_low=algo.clip_low, clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=width,
+            token_weights=weights,
         )
+        parts.update(loss_parts)
         parts["pg_loss"] = loss.item()
-        if algo.kl_coef > 0:
+        if algo.kl_coef > 0 and algo.kl_placement == "loss":
             with torch.no_grad():
-                ref_logp, _ = response_logprobs(
-                    ref_model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows], m,
-                    temperature=cfg.rollout.temperature,
-                )
-            kl_term = losses.aggregate(kl.estimate(logp, ref_logp, algo.kl_kind), m, agg, norm_length=width)
+                ref_logp = policy_forward(ref_model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows],
+                                          batch.response_mask[rows], temperature=cfg.rollout.temperature).logp
+            kl_term = losses.aggregate(kl.estimate(out.logp, ref_logp, algo.kl_kind), m, agg, norm_length=width)
             loss = loss + algo.kl_coef * kl_term
             parts["kl"] = kl_term.item()
-        entropy_term = losses.aggregate(entropy, m, agg, norm_length=width)
+        entropy_term = losses.aggregate(out.entropy, m, agg, norm_length=width)
         if algo.entropy_coef:
             loss = loss - algo.entropy_coef * entropy_term
         parts["entropy"] = entropy_term.item()
+        if value_head is not None:
+            vf_loss, vf_parts = losses.value_loss(out.values, old_values[rows], returns[rows], m, clip=algo.value_clip)
+            loss = loss + algo.value_coef * vf_loss
+            parts.update(vf_parts, vf_loss=vf_loss.item())
         weight = losses.aggregation_units(m, agg) / total_units
         (loss * weight).backward()
         parts["loss"] = loss.item()
         for key, value in parts.items():
             sums[key] = sums.get(key, 0.0) + value * weight
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return {**sums, "grad_norm": float(grad_norm)}
@@ -97,6 +178,7 @@ def policy_update(model, ref_model, optimizer, batch: RolloutBatch, adv: torch.T
 
 def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Run RL training as configured; returns the run directory. ``resume`` continues from its newest checkpoint."""
+    algo = cfg.algo
     run_dir = Path(cfg.train.out)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
@@ -107,19 +189,23 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
     checkpoint = latest_checkpoint(run_dir) if resume else None
     model, tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
     ref_model = None
-    if cfg.algo.kl_coef > 0:  # with kl_coef 0 no reference model is loaded and no reference forward pass runs
+    if algo.kl_coef > 0:  # with kl_coef 0 no reference model is loaded and no reference forward pass runs
         ref_model = load_model(cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)[0] if checkpoint else copy.deepcopy(model)
         ref_model.eval().requires_grad_(False)
+    needs = advantages.needs(algo.advantage)
+    value_head = ValueHead(model.config.hidden_size).to(model.device) if "values" in needs else None
     model.train()
     engine = make_engine(cfg.rollout.engine, model, tokenizer, batch_size=cfg.rollout.batch_size)
     sampler = PromptSampler(tasks, seed=cfg.train.seed, shuffle=cfg.data.shuffle)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    trainable = list(model.parameters()) + (list(value_head.parameters()) if value_head is not None else [])
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     warmup = cfg.train.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     params = SamplingParams(
         n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
         temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
     )
+    overlong_buffer = int(algo.overlong_buffer_frac * cfg.rollout.max_new_tokens)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
@@ -130,6 +216,8 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         sampler.load_state_dict(state["sampler"])
+        if value_head is not None:
+            value_head.load_state_dict(state["value_head"])
         set_rng_state(state["rng"])
         first_step = state["step"] + 1
         log.truncate_after(state["step"])
@@ -137,35 +225,75 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
         log.truncate_after(0)
 
     def trainer_state() -> dict[str, Any]:
-        return {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict()}
+        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict()}
+        if value_head is not None:
+            state["value_head"] = value_head.state_dict()
+        return state
 
     with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress, completed=first_step - 1) as bar:
         for step in range(first_step, cfg.train.steps + 1):
             started = time.perf_counter()
-            step_tasks = sampler.next(cfg.data.prompts_per_step)
-            batch = engine.generate([encode_prompt(tokenizer, t.prompt) for t in step_tasks], params)
-            responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
-            verdicts = score(step_tasks, responses, params.n, cfg)
-            rewards = torch.tensor([v.score for v in verdicts], dtype=torch.float32, device=batch.logprobs.device)
-            adv = advantages.compute(
-                cfg.algo.advantage, rewards, batch.group_index, batch.response_mask, epsilon=cfg.algo.epsilon
-            )
-            update = policy_update(model, ref_model, optimizer, batch, adv, cfg)
+            rollouts = collect_rollouts(engine, tokenizer, sampler, params, cfg)
+            batch, mask = rollouts.batch, rollouts.batch.response_mask
+            lengths = mask.sum(-1).float()
+            verifier_scores = torch.tensor([v.score for v in rollouts.verdicts], dtype=torch.float32, device=mask.device)
+            rewards = verifier_scores
+            if overlong_buffer:
+                rewards = rewards + filters.soft_overlong_penalty(
+                    lengths, cfg.rollout.max_new_tokens, overlong_buffer, algo.overlong_penalty_factor
+                ).to(rewards.dtype)
+
+            # Extra inputs some estimators declare they need (advantages.register(..., needs=...)).
+            adv_inputs: dict[str, Any] = {"epsilon": algo.epsilon, **algo.advantage_options}
+            token_rewards = torch.zeros(mask.shape, device=mask.device)
+            kl_penalty_mean = 0.0
+            if algo.kl_coef > 0 and algo.kl_placement == "reward":
+                with torch.no_grad():
+                    ref_logp = policy_forward(ref_model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, mask,
+                                              temperature=cfg.rollout.temperature).logp
+                token_kl = kl.estimate(batch.logprobs, ref_logp, algo.kl_kind) * mask
+                token_rewards = -algo.kl_coef * token_kl
+                kl_penalty_mean = float(token_kl.sum() / mask.sum().clamp(min=1))
+            if "token_rewards" in needs:
+                adv_inputs["token_rewards"] = token_rewards
+                adv_rewards = rewards
+            else:  # outcome estimators see the per-token penalties summed into the sequence reward
+                adv_rewards = rewards + token_rewards.sum(-1)
+            old_values = returns = None
+            if value_head is not None:
+                with torch.no_grad():
+                    old_values = policy_forward(model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, mask,
+                                                temperature=cfg.rollout.temperature, value_head=value_head).values
+                adv_inputs["values"] = old_values
+                _, returns = advantages.gae_advantages_and_returns(
+                    advantages.outcome_token_rewards(rewards, mask) + token_rewards, old_values, mask,
+                    adv_inputs.get("gamma", 1.0), adv_inputs.get("lam", 1.0),
+                )
+            if "baseline_rewards" in needs:
+                adv_inputs["baseline_rewards"] = greedy_baseline(engine, tokenizer, rollouts, params, cfg)
+            adv = advantages.compute(algo.advantage, adv_rewards, batch.group_index, mask, **adv_inputs)
+
+            loss_mask = filters.overlong_filter(mask, batch.truncated) if algo.overlong_filter else mask
+            update = policy_update(model, ref_model, value_head, optimizer, batch, adv, loss_mask, cfg,
+                                   old_values=old_values, returns=returns)
             scheduler.step()
             elapsed = time.perf_counter() - started
-            lengths = batch.response_mask.sum(-1).float()
             row = {
                 "step": step,
                 "reward_mean": float(rewards.mean()),
                 "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+                "verifier_score_mean": float(verifier_scores.mean()),
                 "response_len_mean": float(lengths.mean()),
                 "truncated_frac": float(batch.truncated.float().mean()),
                 "entropy": update.pop("entropy"),
-                "kl": update.pop("kl", 0.0),
+                "kl": update.pop("kl", kl_penalty_mean),
                 "clip_frac": update.pop("clip_frac", 0.0),
                 **update,
+                "adv_mean": float((adv * mask).sum() / mask.sum().clamp(min=1)),
+                "groups": int(torch.unique(batch.group_index).numel()),
+                "sampling_rounds": rollouts.rounds,
                 "lr": scheduler.get_last_lr()[0],
-                **{f"verdict_{s}": sum(v.status.value == s for v in verdicts) / len(verdicts) for s in _statuses(verdicts)},
+                **{f"verdict_{s}": n / len(rollouts.verdicts) for s, n in _status_counts(rollouts.verdicts).items()},
                 "time_s": elapsed,
                 "tokens_per_s": float(lengths.sum()) / elapsed,
             }
@@ -179,5 +307,8 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
     return run_dir
 
 
-def _statuses(verdicts: list[Verdict]) -> list[str]:
-    return sorted({v.status.value for v in verdicts})
+def _status_counts(verdicts: list[Verdict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status.value] = counts.get(v.status.value, 0) + 1
+    return dict(sorted(counts.items()))

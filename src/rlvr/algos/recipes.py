@@ -1,0 +1,101 @@
+"""Named algorithm presets: each recipe is config (algo.* keys), not code.
+
+``algo.recipe=dapo`` fills every algo key the user did not set with the recipe's value; keys given
+explicitly (in the file or as overrides) win. docs/algorithms.md has one row per recipe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    paper: str
+    equation: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+# Keys every recipe states, so a recipe means the same thing whatever the defaults are.
+_BASE: dict[str, Any] = {
+    "advantage": "grpo", "loss": "ppo", "agg": "token-mean", "clip_low": 0.2, "clip_high": 0.2, "dual_clip": None,
+    "kl_coef": 0.0, "kl_kind": "k3", "kl_placement": "loss", "entropy_coef": 0.0, "entropy_mask_rho": None,
+    "dynamic_sampling": False, "overlong_filter": False, "overlong_buffer_frac": 0.0,
+}
+
+
+def _recipe(name: str, paper: str, equation: str, **settings: Any) -> Recipe:
+    return Recipe(name, paper, equation, {**_BASE, **settings})
+
+
+_DAPO = dict(clip_high=0.28, agg="token-mean", dynamic_sampling=True, overlong_buffer_frac=0.2, overlong_penalty_factor=1.0)
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [
+    _recipe("grpo", "Shao et al., 2024, DeepSeekMath (arXiv:2402.03300)",
+            "Eq. 3: clipped surrogate with group-normalised advantages (r - mean)/std, per-sequence token mean, k3 KL in the loss (beta 0.04)",
+            agg="seq-mean-token-mean", kl_coef=0.04, kl_kind="k3"),
+    _recipe("dr_grpo", "Liu et al., 2025, Understanding R1-Zero-Like Training (arXiv:2503.20783)",
+            "Sec. 3.1: advantages r - mean without std scaling; token sums over a constant length (no per-sequence length normaliser)",
+            advantage="dr_grpo", agg="seq-mean-token-sum-norm"),
+    _recipe("dapo", "Yu et al., 2025, DAPO (arXiv:2503.14476)",
+            "Eq. 8: clip-higher (0.2/0.28), token-level mean, dynamic sampling of informative groups (Eq. 11), soft overlong punishment (Eq. 13; 4096 of 20480 tokens = 0.2), no KL",
+            **_DAPO),
+    _recipe("gspo", "Zheng et al., 2025, Group Sequence Policy Optimization (arXiv:2507.18071)",
+            "Eqs. 5-7: sequence-level ratio (length-normalised), clipped at 3e-4/4e-4, group-normalised advantages",
+            loss="gspo", agg="seq-mean-token-mean", clip_low=3e-4, clip_high=4e-4),
+    _recipe("cispo", "MiniMax, 2025, MiniMax-M1 (arXiv:2506.13585)",
+            "Eq. 4: stop-gradient clipped importance weight times A log-prob; no lower bound (clip_low 1.0), only the upper bound tuned",
+            loss="cispo", clip_low=1.0, clip_high=0.28),
+    _recipe("rloo", "Ahmadian et al., 2024, Back to Basics: REINFORCE-style optimization (arXiv:2402.14740)",
+            "Eq. 6: leave-one-out baseline r_i - mean of the other k-1 samples; sequence-level REINFORCE (token sums)",
+            advantage="rloo", agg="seq-mean-token-sum"),
+    _recipe("reinforce_pp", "Hu et al., 2025, REINFORCE++ (arXiv:2501.03262)",
+            "REINFORCE++-baseline: group-mean baseline, then advantages whitened over the global batch; k1 KL as a per-token reward penalty (beta 0.001, a tuned hyperparameter in the paper)",
+            advantage="reinforce_pp", kl_placement="reward", kl_kind="k1", kl_coef=0.001),
+    _recipe("remax", "Li et al., 2023, ReMax (arXiv:2310.10505)",
+            "Algorithm 1: REINFORCE with the reward of the greedy response as baseline, A = r - r_greedy",
+            advantage="remax", agg="seq-mean-token-sum"),
+    _recipe("ppo", "Schulman et al., 2017, PPO (arXiv:1707.06347); Ouyang et al., 2022 (arXiv:2203.02155)",
+            "Eq. 7 clipped surrogate with GAE advantages (Schulman et al., 2016, Eq. 16) from a learned value head, clipped value loss, k1 KL as a per-token reward penalty (beta 0.02 as in Ouyang et al.)",
+            advantage="gae", kl_placement="reward", kl_kind="k1", kl_coef=0.02, value_coef=0.5, value_clip=0.2),
+    _recipe("nsr", "Zhu et al., 2025, The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning (arXiv:2506.01347)",
+            "NSR objective: only incorrect samples, advantage -1 (push their probability down), no baseline",
+            advantage="nsr"),
+    _recipe("w_reinforce", "Zhu et al., 2025, The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning (arXiv:2506.01347)",
+            "Weighted-REINFORCE: lambda * PSR + NSR with lambda = 0.1 (+0.1 for correct, -1 for incorrect samples)",
+            advantage="w_reinforce"),
+    _recipe("forking_tokens", "Wang et al., 2025, Beyond the 80/20 Rule (arXiv:2506.01939)",
+            "DAPO with the policy gradient restricted to the top 20% highest-entropy tokens of each batch (rho = 0.2)",
+            **_DAPO, entropy_mask_rho=0.2),
+]}
+
+
+def names() -> list[str]:
+    return sorted(RECIPES)
+
+
+def get(name: str) -> Recipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(names())}") from None
+
+
+def _format(value: Any) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def expansion(name: str) -> str:
+    """The algo.* settings a recipe expands to, as dotted overrides."""
+    return " ".join(f"algo.{k}={_format(v)}" for k, v in get(name).settings.items() if _BASE.get(k, object()) != v or k in ("advantage", "loss", "agg"))
+
+
+def markdown_table() -> str:
+    """One row per recipe: name, paper, what it computes, and the keys it sets beyond the common base."""
+    rows = ["| recipe | paper | equation | expands to |", "| --- | --- | --- | --- |"]
+    for name in names():
+        r = get(name)
+        rows.append(f"| `{name}` | {r.paper} | {r.equation} | `{expansion(name)}` |")
+    return "\n".join(rows) + "\n"

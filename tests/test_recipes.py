@@ -1,0 +1,103 @@
+"""Recipes: every named preset runs, the headline ones learn, and config-time errors list the known names."""
+
+import pytest
+import torch
+import yaml
+
+from rlvr.algos import advantages, losses, recipes
+from rlvr.cli import main
+from rlvr.config import ConfigError, config_from_dict, load_config
+from rlvr.train import train
+from rlvr.train.metrics import read_metrics
+
+from conftest import assert_reward_went_up, one_digit_rl_config
+
+ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens"]
+
+
+def test_every_recipe_the_issue_names_exists():
+    assert sorted(ALL) == recipes.names()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_recipe_runs_three_steps_of_the_example_config(name, tiny_model_dir, tmp_path):
+    cfg = load_config("examples/arithmetic.yaml", [
+        f"algo.recipe={name}", f"model.path={tiny_model_dir}", f"train.out={tmp_path}", "train.steps=3",
+        "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=5", "train.progress=false",
+    ])
+    with open("examples/arithmetic.yaml") as f:
+        explicit = yaml.safe_load(f)["algo"]  # keys the file sets itself win over the recipe
+    for key, value in recipes.get(name).settings.items():
+        assert getattr(cfg.algo, key) == explicit.get(key, value), key
+    rows = read_metrics(train(cfg))
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
+
+
+def test_explicit_keys_override_the_recipe():
+    cfg = load_config(None, ["algo.recipe=dapo", "algo.clip_high=0.3"])
+    assert cfg.algo.clip_high == 0.3 and cfg.algo.dynamic_sampling is True and cfg.algo.clip_low == 0.2
+
+
+def test_nsr_is_one_line():
+    cfg = load_config(None, ["algo.recipe=nsr"])
+    assert cfg.algo.advantage == "nsr"
+
+
+@pytest.mark.parametrize(
+    "override, known",
+    [("algo.recipe=dappo", "dapo"), ("algo.advantage=gpro", "grpo"), ("algo.loss=ppp", "cispo")],
+)
+def test_unknown_names_fail_at_config_time_listing_known_ones(override, known):
+    with pytest.raises(ConfigError, match=f"known: .*{known}"):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo", "nsr"])
+def test_recipe_raises_the_reward(name, warm_model_dir, tmp_path):
+    rows = read_metrics(train(config_from_dict(one_digit_rl_config(warm_model_dir, tmp_path, algo={"recipe": name}))))
+    assert_reward_went_up(rows)
+
+
+def test_registered_estimator_and_loss_are_reachable_from_config(tiny_model_dir, tmp_path):
+    calls = {"adv": 0, "loss": 0}
+
+    @advantages.register("test_from_config_adv")
+    def half_reward(rewards, index, response_mask, **_):
+        calls["adv"] += 1
+        return advantages.broadcast(rewards * 0.5, response_mask)
+
+    @losses.register("test_from_config_loss", default_agg="seq-mean-token-sum")
+    def plain_reinforce(logp, old_logp, adv, response_mask, **_):
+        calls["loss"] += 1
+        return -adv * logp, {"clip_frac": 0.0}
+
+    cfg = config_from_dict(one_digit_rl_config(tiny_model_dir, tmp_path, steps=2,
+                                               algo={"advantage": "test_from_config_adv", "loss": "test_from_config_loss"}))
+    train(cfg)
+    assert calls == {"adv": 2, "loss": 2}
+
+
+def test_recipes_command_lists_papers(capsys):
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    for name in ALL:
+        assert f"\n{name}\n" in f"\n{out}"
+    assert "arXiv:2503.14476" in out  # DAPO
+
+
+def test_docs_table_is_in_step_with_the_recipes():
+    with open("docs/algorithms.md") as f:
+        assert recipes.markdown_table() in f.read()
+
+
+def test_docs_example_registers_and_runs():
+    import re
+
+    with open("docs/algorithms.md") as f:
+        code = re.findall(r"```python\n(.*?)```", f.read(), re.S)[0]
+    exec(code, {})
+    adv = advantages.compute("median_baseline", torch.tensor([1.0, 0.0, 0.0, 1.0]), torch.tensor([0, 0, 0, 1]), torch.ones(4, 2))
+    assert adv[:, 0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    loss, _ = losses.compute("reinforce", -torch.ones(4, 2), torch.zeros(4, 2), adv, torch.ones(4, 2))
+    assert loss.item() == 0.5
