@@ -73,3 +73,22 @@ def test_resume_continues_exactly(tiny_model_dir, tmp_path):
     a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
     b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("kl_coef, placement, models_seen", [(0.0, "loss", 1), (0.1, "loss", 2), (0.1, "reward", 2)])
+def test_reference_model_only_runs_when_kl_is_on(warm_model_dir, tmp_path, monkeypatch, kl_coef, placement, models_seen):
+    import rlvr.train.loop as loop
+
+    seen = set()
+    real = loop.policy_forward
+
+    def spy(model, *args, **kwargs):
+        seen.add(id(model))
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "policy_forward", spy)
+    cfg = rl_config(warm_model_dir, tmp_path, steps=3)
+    cfg.algo.kl_coef, cfg.algo.kl_placement = kl_coef, placement
+    rows = read_metrics(train(cfg))
+    assert len(seen) == models_seen
+    assert (rows[-1]["kl"] > 0) == (kl_coef > 0)

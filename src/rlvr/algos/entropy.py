@@ -13,10 +13,21 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy H = logsumexp(z) - sum softmax(z) * z of the distribution each logit row defines."""
-    probs = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
+def entropy_from_logits(logits: torch.Tensor, *, chunk_rows: int = 4096) -> torch.Tensor:
+    """Entropy H = logsumexp(z) - sum softmax(z) * z of the distribution each logit row defines.
+
+    Without autograd the rows are processed in chunks, so the temporary softmax never holds more than
+    ``chunk_rows`` x vocabulary values beside the logits themselves.
+    """
+    if logits.requires_grad and torch.is_grad_enabled():
+        probs = torch.softmax(logits, dim=-1)
+        return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(-1)
+    flat = logits.reshape(-1, logits.shape[-1])
+    out = torch.empty(flat.shape[0], dtype=logits.dtype, device=logits.device)
+    for start in range(0, flat.shape[0], chunk_rows):
+        z = flat[start:start + chunk_rows]
+        out[start:start + chunk_rows] = torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(-1)
+    return out.reshape(logits.shape[:-1])
 
 
 def forking_token_mask(entropy: torch.Tensor, response_mask: torch.Tensor, rho: float) -> torch.Tensor:
