@@ -18,7 +18,9 @@ VerifierFn = Callable[..., Any]  # returns a Verdict, or a float that the runner
 F = TypeVar("F", bound=VerifierFn)
 
 _VERIFIERS: dict[str, VerifierFn] = {}
+_ISOLATION: dict[str, str] = {}
 _LOCK = threading.Lock()
+ISOLATION_LEVELS = ("inline", "process")
 
 
 class UnknownVerifierError(KeyError, ValueError):
@@ -41,12 +43,17 @@ class UnknownVerifierError(KeyError, ValueError):
         return (type(self), (self.name, self.known))
 
 
-def register_verifier(name: str, *, replace: bool = False) -> Callable[[F], F]:
+def register_verifier(name: str, *, replace: bool = False, isolation: str = "inline") -> Callable[[F], F]:
     """Decorator registering ``fn`` under ``name``; returns ``fn`` unchanged.
 
+    ``isolation`` says how the runner calls it: "inline" (in the caller's process: only for verifiers whose
+    own code bounds their time and memory on any input) or "process" (in a supervised worker process with a
+    hard timeout and memory cap: anything that parses, evaluates or executes untrusted text).
     Registering a different function under a taken name raises ValueError unless ``replace=True``.
     Re-registering the same function (or a module reload of it) is a no-op.
     """
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
     if not isinstance(name, str) or not name or name != name.strip() or any(c.isspace() for c in name):
         raise ValueError(f"verifier name must be a non-empty string without whitespace, got {name!r}")
 
@@ -60,6 +67,7 @@ def register_verifier(name: str, *, replace: bool = False) -> Callable[[F], F]:
                     f"verifier {name!r} is already registered ({_qualname(old)}); pass replace=True to override it"
                 )
             _VERIFIERS[name] = fn
+            _ISOLATION[name] = isolation
         return fn
 
     return decorator
@@ -71,6 +79,12 @@ def get_verifier(name: str) -> VerifierFn:
         return _VERIFIERS[name]
     except (KeyError, TypeError):  # TypeError: an unhashable "name"
         raise UnknownVerifierError(name, _VERIFIERS) from None
+
+
+def verifier_isolation(name: str) -> str:
+    """How the verifier registered under ``name`` must be called: "inline" or "process"."""
+    get_verifier(name)
+    return _ISOLATION[name]
 
 
 def verifier_names() -> list[str]:
