@@ -1,0 +1,308 @@
+"""The "choice" verifier: pull the final multiple-choice letter out of a response and compare it with the gold letter.
+
+    verify("choice", "Let me think... The answer is (B).", "B")       # correct, reason "choice_match"
+    verify("choice", "It is either A or B.", "A")                     # incorrect, reason "multiple_answers"
+
+Extraction works in tiers, from the clearest signal to the weakest; the first tier that finds anything decides, and
+inside a tier the LAST candidate wins (the model's final word):
+
+1. "strong": ``\\boxed{B}``, an answer phrase ("Answer: B", "The final answer is (B)", "the correct option is B"),
+   or a last non-empty line that is nothing but a letter ("B", "(B).", "**B**").
+2. "marked": a bold letter (``**B**``), or "Option B" / "choice (B)" / "letter B".
+3. "line_marker": lines that start with a letter marker ("B) because ...", "(C) ..."), used only when every such line
+   names the same letter (several different ones are a listing of the options, not an answer).
+4. "fallback": any standalone capital letter among the choices, skipping the article "A" ("A good approach ..."),
+   the pronoun "I" ("I think ...") and the option labels of a listing ("A) 12\nB) 15").
+
+Letters joined by "or", "and", "/", "&" or commas ("A or B", "Answer: A, C", "**A** or **B**") form one committed
+answer; if it names more than one DIFFERENT letter it is a hedge: status "incorrect", reason "multiple_answers",
+score 0. A committed letter outside ``choices`` ("Answer: E" for ABCD) is "incorrect", reason "invalid_choice".
+
+Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "no_choice_found" (undecidable),
+"bad_reference"/"bad_option"/"bad_response" (status "error"). ``details["source"]`` names the tier that decided.
+All patterns are linear-time; the verifier is pure and never raises for any model output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr.verifiers.base import Status, Verdict
+from rlvr.verifiers.registry import register_verifier
+
+# One letter, possibly wrapped: (B)  [B]  **B**  *B*  $B$  \text{B}  \textbf{B}  \mathrm{B}. The wrapper runs are
+# bounded character classes, never nested alternatives, so a run of "*" or "(" cannot make matching blow up.
+_ITEM = re.compile(
+    r"""
+    (?<![A-Za-z0-9_\\'-])
+    (?P<open>[*_$(\[{]{0,4}(?:\\(?:text(?:bf|rm|tt)?|mathrm|mathbf)\{)?[*_$(\[{]{0,2})
+    (?P<letter>[A-Za-z])
+    (?P<close>[*_$)\]}]{0,6})
+    (?![A-Za-z0-9_]|'[A-Za-z])
+    """,
+    re.VERBOSE,
+)
+# What joins the letters of one answer: "A or B", "A, C", "A/B", "A & B", "A, B, and C", "A and/or B".
+_SEP = re.compile(
+    r"[ \t]*(?:(?P<punct>[,/&+])[ \t]*(?:(?P<w1>and/or|or|and)\b[ \t]*)?|(?P<w2>and/or|or|and)\b[ \t]*)", re.IGNORECASE
+)
+_STRICT_END = re.compile(r"[ \t]*(?:$|\n|\r|[.,;:!?)\]}*_$\"]|-{1,2}[ \t]|\u2014|\u2013)")
+_NEXT_WORD = re.compile(r"[ \t]+([A-Za-z']+)")
+# After "B and" / "B,", a following letter that starts its own clause ("B, A is wrong") is not part of the answer.
+_CLAUSE_VERBS = frozenset(
+    "is was isn't wasn't seems looks can cannot can't would could should must might may does doesn't has had "
+    "fails appears remains gives makes only alone".split()
+)
+# "A" counts as a letter, not the article, when the next word is one of these (or punctuation follows).
+_LETTER_AFTER_A = _CLAUSE_VERBS | {"or", "and", "are", "were", "both", "because", "since", "as", "but", "so"}
+_LETTER_AFTER_I = frozenset({"is", "was", "isn't", "wasn't", "seems", "or", "and"})
+
+# \boxed{...} with at most one level of inner braces (\boxed{\text{B}}); a letter answer is short
+_BOXED = re.compile(r"\\boxed[ \t]*\{(?P<content>[^{}]{0,100}(?:\{[^{}]{0,100}\}[^{}]{0,100})?)\}")
+_ANSWER_ANCHOR = re.compile(
+    r"""
+    \b(?:(?:final|correct|right|best|true)[ \t]+)?(?:answer|option|choice)(?:[ \t]*\(s\)|s)?
+    [ \t]*(?:\*\*|__)?[ \t]*
+    (?:is|are|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be|:|=|-|\u2014|\u2013)
+    [ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*
+    (?:(?:therefore|thus|hence|clearly|then|probably|likely|definitely|indeed|either|both)[ \t]*,?[ \t]+)?
+    (?:(?:option|choice|letter)[ \t]*:?[ \t]*)?
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+_OPTION_ANCHOR = re.compile(r"\b(?:option|choice|letter|answer)[ \t]*[:#]?[ \t]*", re.IGNORECASE)
+_BOLD = re.compile(r"(?<![A-Za-z0-9*_])(?P<w>\*\*|__)[ \t]*[(\[]?(?P<letter>[A-Za-z])[)\]]?[.:]?[ \t]*(?P=w)(?![*_])")
+_LINE_MARKER = re.compile(
+    r"^[ \t]*(?:[-*>][ \t]+)?(?:\*\*)?[(\[]?(?P<letter>[A-Z])(?:[)\].:]|\*\*)(?:\*\*)?(?=[ \t]|$)", re.MULTILINE
+)
+_BLANKS = re.compile(r"[ \t\f\v]+")
+_TAIL_JUNK = re.compile(r"[\s.!)*_$\]]*\Z")
+
+MAX_RESPONSE_CHARS = 1_000_000  # longer responses are scanned only in their last MAX_RESPONSE_CHARS characters
+
+
+@dataclass
+class _Chain:
+    letters: list[str]
+    start: int
+    end: int
+
+
+def _normalize_choices(choices: Any) -> str | None:
+    if isinstance(choices, str):
+        letters = [c for c in choices if not c.isspace() and c not in ",;"]
+    elif isinstance(choices, (list, tuple)) and all(isinstance(c, str) for c in choices):
+        letters = [c.strip() for c in choices]
+    else:
+        return None
+    letters = [c.upper() for c in letters]
+    if not letters or not all(len(c) == 1 and "A" <= c <= "Z" for c in letters) or len(set(letters)) != len(letters):
+        return None
+    return "".join(letters)
+
+
+def _reference_letter(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    text = value.strip().strip("()[].*: ").strip()
+    if len(text) == 1 and text.isascii() and text.isalpha():
+        return text.upper()
+    return None
+
+
+def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "") -> bool:
+    """Whether a matched single letter counts as a choice. ``kind``: "strong" (right after an answer phrase),
+    "marked" (after "Option"), "next" (after a separator; ``after`` is the separator text) or "fallback"."""
+    letter = m["letter"]
+    upper = letter.upper()
+    in_choices = upper in choices
+    strict_end = _STRICT_END.match(text, m.end()) is not None
+    wrapped = bool(m["open"] or m["close"])
+    if letter.islower():
+        return in_choices and kind != "fallback" and (wrapped or strict_end)
+    if not in_choices:
+        return kind == "strong" and strict_end  # "Answer: E." commits to a letter the question does not have
+    if kind == "strong" or wrapped or strict_end:
+        return True
+    word_m = _NEXT_WORD.match(text, m.end())
+    word = word_m[1].lower() if word_m else ""
+    if kind == "marked":
+        return True
+    if kind == "next":
+        joined_by_or = "or" in after.lower().split() or "/" in after
+        return joined_by_or or word not in _CLAUSE_VERBS
+    # fallback: skip the article "A" and the pronoun "I"
+    if upper == "A" and word_m and word not in _LETTER_AFTER_A:
+        return False
+    if upper == "I" and word_m and word not in _LETTER_AFTER_I:
+        return False
+    return True
+
+
+def _parse_list(text: str, pos: int, choices: str, kind: str) -> _Chain | None:
+    """The letter list starting exactly at ``pos`` ("B", "(A) or (C)", "A, B and D"), or None."""
+    m = _ITEM.match(text, pos)
+    if m is None or not _accept(m, text, choices, kind):
+        return None
+    chain = _Chain([m["letter"].upper()], m.start(), m.end())
+    while True:
+        sep = _SEP.match(text, chain.end)
+        if sep is None:
+            break
+        nxt = _ITEM.match(text, sep.end())
+        if nxt is None or not _accept(nxt, text, choices, "next", sep.group(0)):
+            break
+        chain.letters.append(nxt["letter"].upper())
+        chain.end = nxt.end()
+    return chain
+
+
+def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain | None:
+    """The last chain, merged with the chains just before it that are joined only by a separator
+    ("\\boxed{A} or \\boxed{B}", "**A** or **B**")."""
+    if not chains:
+        return None
+    chains = sorted(chains, key=lambda c: (c.start, c.end))
+    groups = [chains[-1].letters]  # collected back to front
+    start, end = chains[-1].start, chains[-1].end
+    for prev in reversed(chains[:-1]):
+        if prev.end > start:  # overlapping candidates (the same letter seen by two patterns)
+            if prev.start < start:
+                groups.append(prev.letters)
+                start, end = prev.start, max(prev.end, end)
+            continue
+        if start - prev.end > 40:
+            break
+        gap = text[prev.end : start].replace("$", " ")
+        sep = _SEP.fullmatch(gap)
+        if gap.strip() and sep is None:
+            break
+        if sep is not None and not weak_separators and not (sep["w1"] or sep["w2"] or sep["punct"] in ("/", "&")):
+            break
+        groups.append(prev.letters)
+        start = prev.start
+    return _Chain([letter for group in reversed(groups) for letter in group], start, end)
+
+
+def _boxed_chains(text: str, choices: str) -> list[_Chain]:
+    chains = []
+    for m in _BOXED.finditer(text):
+        content = m["content"].strip()
+        chain = _parse_list(content, 0, choices, "strong")
+        if chain is not None and _TAIL_JUNK.match(content, chain.end):
+            chains.append(_Chain(chain.letters, m.start(), m.end()))
+    return chains
+
+
+def _last_line_chain(text: str, choices: str) -> list[_Chain]:
+    stripped = text.rstrip()
+    start = max(stripped.rfind("\n"), stripped.rfind("\r")) + 1
+    line = stripped[start:]
+    offset = start + len(line) - len(line.lstrip(" \t-*>"))
+    if stripped[offset : offset + 2] in ("**", "__"):
+        offset = offset if _ITEM.match(stripped, offset) else offset + 2
+    chain = _parse_list(stripped, offset, choices, "strong")
+    if chain is None or not _TAIL_JUNK.match(stripped, chain.end):
+        return []
+    # a lone "A" or "I" line after prose is still a letter; a lone lowercase letter needs to be in choices (checked)
+    return [chain]
+
+
+def _strong(text: str, choices: str) -> _Chain | None:
+    chains = _boxed_chains(text, choices)
+    for m in _ANSWER_ANCHOR.finditer(text):
+        chain = _parse_list(text, m.end(), choices, "strong")
+        if chain is not None:
+            chains.append(chain)
+    chains += _last_line_chain(text, choices)
+    return _merge(chains, text, weak_separators=True)
+
+
+def _marked(text: str, choices: str) -> _Chain | None:
+    chains = []
+    for m in _BOLD.finditer(text):
+        if m["letter"].upper() in choices:
+            chains.append(_Chain([m["letter"].upper()], m.start(), m.end()))
+    for m in _OPTION_ANCHOR.finditer(text):
+        chain = _parse_list(text, m.end(), choices, "marked")
+        if chain is not None:
+            chains.append(chain)
+    return _merge(chains, text, weak_separators=True)
+
+
+def _line_markers(text: str, choices: str) -> _Chain | None:
+    found = [(m["letter"], m.start("letter"), m.end()) for m in _LINE_MARKER.finditer(text) if m["letter"] in choices]
+    if not found or len({letter for letter, _, _ in found}) != 1:
+        return None
+    letter, start, end = found[-1]
+    return _Chain([letter], start, end)
+
+
+def _fallback(text: str, choices: str) -> _Chain | None:
+    # letters that open a line ("A) 12") label the options being listed; they are not answers here
+    markers = {m.start("letter") for m in _LINE_MARKER.finditer(text)}
+    chains = [
+        _Chain([m["letter"]], m.start(), m.end())
+        for m in _ITEM.finditer(text)
+        if m["letter"].isupper() and m.start("letter") not in markers and _accept(m, text, choices, "fallback")
+    ]
+    return _merge(chains, text, weak_separators=False)
+
+
+_TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_markers), ("fallback", _fallback))
+
+
+def extract_choice(text: str, choices: str = "ABCD") -> tuple[list[str], str] | None:
+    """The letters of the final committed answer (distinct, in order) and the tier that found them, or None."""
+    # one space per run of blanks keeps every pattern's backtracking constant-bounded (linear time overall)
+    text = _BLANKS.sub(" ", text)
+    for source, finder in _TIERS:
+        chain = finder(text, choices)
+        if chain is not None:
+            return list(dict.fromkeys(chain.letters)), source
+    return None
+
+
+@register_verifier("choice")
+def choice(
+    response: str,
+    reference: Any,
+    *,
+    choices: Any = "ABCD",
+    timeout_s: float | None = None,  # the runner's budget; nothing here can run long
+) -> Verdict:
+    """Multiple choice. ``reference``: the gold letter ("B", "(b)") or a list of acceptable letters.
+    ``choices``: the option letters, a string ("ABCDE") or a list; case-insensitive."""
+    letters = _normalize_choices(choices)
+    if letters is None:
+        return Verdict(
+            0.0, Status.ERROR, "bad_option", details={"error": f"choices must be distinct letters A-Z, got {choices!r}"}
+        )
+    refs = reference if isinstance(reference, (list, tuple, set, frozenset)) else [reference]
+    gold = [_reference_letter(r) for r in refs]
+    if not gold or None in gold:
+        why = "expected a letter or a non-empty list of letters"
+        return Verdict(0.0, Status.ERROR, "bad_reference", details={"error": why, "reference": repr(reference)[:200]})
+    outside = sorted({g for g in gold if g not in letters})
+    if outside:
+        why = f"reference letter(s) {', '.join(outside)} not among choices {letters}"
+        return Verdict(0.0, Status.ERROR, "bad_reference", details={"error": why})
+    if not isinstance(response, str):
+        error = f"response is {type(response).__name__}, expected str"
+        return Verdict(0.0, Status.ERROR, "bad_response", details={"error": error})
+
+    found = extract_choice(response[-MAX_RESPONSE_CHARS:], letters)
+    if found is None:
+        return Verdict(0.0, Status.UNDECIDABLE, "no_choice_found")
+    picked, source = found
+    extracted = ",".join(picked)
+    details = {"source": source}
+    if len(picked) > 1:
+        return Verdict(0.0, Status.INCORRECT, "multiple_answers", extracted=extracted, details=details)
+    if picked[0] not in letters:
+        return Verdict(0.0, Status.INCORRECT, "invalid_choice", extracted=extracted, details=details)
+    if picked[0] in gold:
+        return Verdict(1.0, Status.CORRECT, "choice_match", extracted=extracted, details=details)
+    return Verdict(0.0, Status.INCORRECT, "choice_mismatch", extracted=extracted, details=details)

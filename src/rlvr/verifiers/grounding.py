@@ -1,0 +1,206 @@
+"""The "grounding" verifier: IoU between the boxes in a response and the gold boxes (the IoU reward of Visual-RFT,
+Liu et al., 2025, "Visual-RFT: Visual Reinforcement Fine-Tuning").
+
+    verify("grounding", "<answer>[10, 10, 50, 50]</answer>", [10, 10, 50, 50])       # correct, score 1.0
+    verify("grounding", "The dog is at (0, 0, 10, 10).", [5, 0, 15, 10])             # partial, score 1/3
+
+Boxes are ``[x1, y1, x2, y2]`` with x1 < x2 and y1 < y2 in any consistent unit (pixels or normalised); areas are
+computed on the continuous plane, ``(x2 - x1) * (y2 - y1)`` (no "+1" pixel convention).
+
+reference: one box, or a non-empty list of boxes.
+
+Extraction: boxes are read from the content of the LAST ``<answer>...</answer>`` section when the response has one
+that contains a box (an unclosed final ``<answer>`` runs to the end), else from the whole response. A box is four
+comma-separated numbers in brackets or parentheses: ``[10, 20, 30, 40]`` (also inside JSON such as
+``[[10,20,30,40]]`` or ``{"bbox_2d": [10,20,30,40]}``) or ``(10, 20, 30, 40)``, or two points ``(10,20),(30,40)``.
+A box with x2 <= x1 or y2 <= y1 (or a non-finite number) is invalid and ignored; if no valid box remains the verdict is
+"undecidable", reason "no_valid_box" ("no_box_found" if nothing box-like was there). Exact duplicates of a predicted
+box are counted once (a model restating its answer is not guessing twice).
+
+Scoring with several boxes: every (predicted, gold) pair gets its IoU; pairs are matched greedily, highest IoU first,
+each box used at most once (pairs with IoU 0 are never matched). Then
+
+    threshold=None (default):  score = sum of matched IoUs / max(#pred, #gold)
+    threshold=t:               score = #matched pairs with IoU >= t / max(#pred, #gold)
+
+Dividing by max(#pred, #gold), not #gold, is deliberate: with #gold alone a policy could raise its reward by emitting
+many boxes, so every unmatched prediction counts against the score, exactly as every missed gold box does. With one
+gold box and one prediction the score is plainly their IoU (or IoU >= t). Greedy matching is the usual detection-eval
+choice; it is not always the optimal assignment, but it is deterministic (ties go to the earlier box) and cheap.
+
+Status: "correct" (score 1), "partial" (0 < score < 1), "incorrect" (0); reasons "boxes_match", "boxes_partial",
+"boxes_miss"; "too_many_boxes" (incorrect) past ``max_boxes`` valid predictions; "bad_reference"/"bad_option"/
+"bad_response" are status "error". ``extracted`` is the valid predicted boxes as a JSON list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import re
+from typing import Any
+
+from rlvr.verifiers.base import Status, Verdict
+from rlvr.verifiers.registry import register_verifier
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_BOX = re.compile(
+    rf"""
+      [\[(][ \t]*(?P<a>{_NUM})[ \t]*,\s*(?P<b>{_NUM})[ \t]*,\s*(?P<c>{_NUM})[ \t]*,\s*(?P<d>{_NUM})\s*[\])]
+    | \([ \t]*(?P<p>{_NUM})[ \t]*,[ \t]*(?P<q>{_NUM})[ \t]*\)[ \t]*(?:,[ \t]*)?
+      \([ \t]*(?P<r>{_NUM})[ \t]*,[ \t]*(?P<s>{_NUM})[ \t]*\)
+    """,
+    re.VERBOSE,
+)
+_ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
+
+Box = tuple[float, float, float, float]
+
+
+def _valid(box: Box) -> bool:
+    x1, y1, x2, y2 = box
+    return all(math.isfinite(v) for v in box) and x2 > x1 and y2 > y1
+
+
+def find_boxes(text: str) -> list[Box]:
+    """Every box-like 4-tuple in ``text``, in order (valid or not)."""
+    boxes = []
+    for m in _BOX.finditer(text):
+        parts = (m["a"], m["b"], m["c"], m["d"]) if m["a"] is not None else (m["p"], m["q"], m["r"], m["s"])
+        try:
+            boxes.append(tuple(float(p) for p in parts))
+        except (ValueError, OverflowError):  # pragma: no cover - the pattern only matches numbers
+            continue
+    return boxes
+
+
+def _answer_section(text: str) -> str | None:
+    start = text.rfind(_ANSWER_OPEN)
+    if start == -1:
+        return None
+    start += len(_ANSWER_OPEN)
+    end = text.find(_ANSWER_CLOSE, start)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def iou(a: Box, b: Box) -> float:
+    """Intersection over union of two valid boxes."""
+    iw = min(a[2], b[2]) - max(a[0], b[0])
+    ih = min(a[3], b[3]) - max(a[1], b[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return min(1.0, inter / union) if union > 0 else 0.0
+
+
+def greedy_match(pred: list[Box], gold: list[Box]) -> list[tuple[int, int, float]]:
+    """(pred index, gold index, IoU) pairs matched greedily by IoU, highest first; IoU-0 pairs are never matched."""
+    pairs = sorted(
+        ((iou(p, g), i, j) for i, p in enumerate(pred) for j, g in enumerate(gold)), key=lambda t: (-t[0], t[1], t[2])
+    )
+    used_p: set[int] = set()
+    used_g: set[int] = set()
+    matches = []
+    for value, i, j in pairs:
+        if value <= 0:
+            break
+        if i in used_p or j in used_g:
+            continue
+        used_p.add(i)
+        used_g.add(j)
+        matches.append((i, j, value))
+    return matches
+
+
+def _reference_boxes(reference: Any) -> list[Box] | str:
+    def as_box(value: Any) -> Box | None:
+        if not isinstance(value, (list, tuple)) or len(value) != 4:
+            return None
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value):
+            return None
+        return tuple(float(v) for v in value)
+
+    single = as_box(reference)
+    if single is not None:
+        boxes = [single]
+    elif isinstance(reference, (list, tuple)) and reference:
+        boxes = [as_box(v) for v in reference]
+        if None in boxes:
+            return "expected a box [x1, y1, x2, y2] or a non-empty list of boxes"
+    else:
+        return "expected a box [x1, y1, x2, y2] or a non-empty list of boxes"
+    bad = [list(b) for b in boxes if not _valid(b)]
+    if bad:
+        return f"degenerate gold box(es) (need x1 < x2 and y1 < y2, finite): {bad[:3]!r}"
+    return boxes
+
+
+def _show(box: Box) -> list[float | int]:
+    return [int(v) if v.is_integer() and abs(v) < 2**53 else v for v in box]
+
+
+def _error(reason: str, why: str) -> Verdict:
+    return Verdict(0.0, Status.ERROR, reason, details={"error": why})
+
+
+@register_verifier("grounding")
+def grounding(
+    response: str,
+    reference: Any,
+    *,
+    threshold: float | None = None,
+    max_boxes: int = 100,
+    timeout_s: float | None = None,  # the runner's budget; the work here is bounded by max_boxes
+) -> Verdict:
+    """IoU reward between the predicted boxes and the gold boxes (see the module docstring)."""
+    gold = _reference_boxes(reference)
+    if isinstance(gold, str):
+        return _error("bad_reference", gold)
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 < threshold <= 1
+    ):
+        return _error("bad_option", f"threshold must be None or a number in (0, 1], got {threshold!r}")
+    if isinstance(max_boxes, bool) or not isinstance(max_boxes, int) or max_boxes < 1:
+        return _error("bad_option", f"max_boxes must be an int >= 1, got {max_boxes!r}")
+    if not isinstance(response, str):
+        return _error("bad_response", f"response is {type(response).__name__}, expected str")
+
+    source, found = "response", None
+    section = _answer_section(response)
+    if section is not None:
+        found = find_boxes(section)
+        source = "answer"
+    if not found:
+        source, found = "response", find_boxes(response)
+    if not found:
+        return Verdict(0.0, Status.UNDECIDABLE, "no_box_found")
+    valid = list(dict.fromkeys(b for b in found if _valid(b)))
+    n_invalid = sum(1 for b in found if not _valid(b))
+    if not valid:
+        return Verdict(0.0, Status.UNDECIDABLE, "no_valid_box", details={"invalid_boxes": n_invalid, "source": source})
+    extracted = json.dumps([_show(b) for b in valid[:max_boxes]])
+    details: dict[str, Any] = {
+        "source": source,
+        "n_pred": len(valid),
+        "n_gold": len(gold),
+        "invalid_boxes": n_invalid,
+        "mode": "continuous" if threshold is None else f"threshold={threshold}",
+    }
+    if len(valid) > max_boxes:
+        return Verdict(0.0, Status.INCORRECT, "too_many_boxes", extracted=extracted + " ...", details=details)
+
+    matches = greedy_match(valid, gold)
+    details["matches"] = [{"pred": i, "gold": j, "iou": round(v, 6)} for i, j, v in matches]
+    denominator = max(len(valid), len(gold))
+    if threshold is None:
+        score = sum(v for _, _, v in matches) / denominator
+    else:
+        score = sum(1 for _, _, v in matches if v >= threshold) / denominator
+    score = max(0.0, min(1.0, score))
+    if score >= 1.0 - 1e-12:
+        return Verdict(1.0, Status.CORRECT, "boxes_match", extracted=extracted, details=details)
+    if score > 0:
+        return Verdict(score, Status.PARTIAL, "boxes_partial", extracted=extracted, details=details)
+    return Verdict(0.0, Status.INCORRECT, "boxes_miss", extracted=extracted, details=details)
