@@ -11,9 +11,24 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.verifiers import text as _text  # noqa: F401  (registers "exact" and "numeric")
+from rlvr.verifiers import choice as _choice  # noqa: F401  (registers "choice")
+from rlvr.verifiers import regex as _regex  # noqa: F401  (registers "regex")
+from rlvr.verifiers import json_ as _json  # noqa: F401  (registers "json")
+from rlvr.verifiers import format as _format  # noqa: F401  (registers "format")
+from rlvr.verifiers import sql as _sql  # noqa: F401  (registers "sql")
+from rlvr.verifiers import grounding as _grounding  # noqa: F401  (registers "grounding")
+from rlvr.verifiers import ifeval as _ifeval  # noqa: F401
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import UnknownVerifierError, get_verifier, register_verifier, verifier_names
-from rlvr.verifiers.runner import ScoreRequest, score_batch
+from rlvr.verifiers.runner import (
+    CacheInfo,
+    CallableRequest,
+    RewardRunner,
+    ScoreRequest,
+    default_runner,
+    score_batch,
+    set_default_runner,
+)
 
 
 def verify(name: str, response: str, reference: Any, **options: Any) -> Verdict:
@@ -23,13 +38,18 @@ def verify(name: str, response: str, reference: Any, **options: Any) -> Verdict:
 
 
 __all__ = [
+    "CacheInfo",
+    "CallableRequest",
+    "RewardRunner",
     "ScoreRequest",
     "Status",
     "UnknownVerifierError",
     "Verdict",
+    "default_runner",
     "get_verifier",
     "register_verifier",
     "score_batch",
+    "set_default_runner",
     "verifier_names",
     "verify",
 ]
