@@ -12,6 +12,8 @@ from rlvr.train.metrics import read_metrics
 
 from conftest import assert_reward_went_up, one_digit_rl_config
 
+TIMING_KEYS = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99_ms"}
+
 def rl_config(model_dir, out, **train):
     return config_from_dict(one_digit_rl_config(model_dir, out, **train))
 
@@ -47,7 +49,7 @@ def test_kl_term_uses_a_reference_model(warm_model_dir, tmp_path):
 def test_same_seed_same_run(warm_model_dir, tmp_path):
     a = read_metrics(train(rl_config(warm_model_dir, tmp_path / "a", steps=3)))
     b = read_metrics(train(rl_config(warm_model_dir, tmp_path / "b", steps=3)))
-    drop = {"time_s", "tokens_per_s"}
+    drop = TIMING_KEYS
     assert [{k: v for k, v in r.items() if k not in drop} for r in a] == [{k: v for k, v in r.items() if k not in drop} for r in b]
 
 
@@ -67,7 +69,7 @@ def test_resume_continues_exactly(tiny_model_dir, tmp_path):
     (cut / "metrics.jsonl").write_text("\n".join(lines[:3]) + "\n")  # the run died during step 4
     train(cfg(cut), resume=True)
     assert [r["step"] for r in read_metrics(cut)] == [1, 2, 3, 4]
-    drop = {"time_s", "tokens_per_s"}
+    drop = TIMING_KEYS
     assert [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(cut)] == \
         [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(whole)]
     a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
@@ -92,3 +94,10 @@ def test_reference_model_only_runs_when_kl_is_on(warm_model_dir, tmp_path, monke
     rows = read_metrics(train(cfg))
     assert len(seen) == models_seen
     assert (rows[-1]["kl"] > 0) == (kl_coef > 0)
+
+
+def test_reward_runner_health_is_logged_every_step(tiny_model_dir, tmp_path):
+    rows = read_metrics(train(rl_config(tiny_model_dir, tmp_path, steps=2)))
+    for key in ("reward_timeouts", "reward_errors", "reward_latency_p50_ms", "reward_latency_p99_ms"):
+        assert all(key in r for r in rows), key
+    assert rows[-1]["reward_timeouts"] == 0

@@ -85,6 +85,11 @@ class AlgoConfig:
 
 
 @dataclass
+class RewardConfig:
+    terms: list = field(default_factory=list)  # composed reward terms (rlvr.verifiers.compose); empty = the task verifier alone
+
+
+@dataclass
 class TrainConfig:
     steps: int = 100  # RL steps to run
     lr: float = 1e-5  # AdamW learning rate
@@ -106,6 +111,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def to_dict(self) -> dict:
@@ -281,6 +287,13 @@ def _build(values: dict, sources: dict) -> Config:
             where = sources.get(key, "<defaults>")
             raise ConfigError(f"{where}: {key}: expected {expected}, got {value!r}")
     validate_algo_names(cfg, sources)
+    if cfg.reward.terms:
+        from rlvr.verifiers.compose import RewardSpecError, parse_spec
+
+        try:
+            parse_spec(cfg.reward.terms)
+        except RewardSpecError as exc:
+            raise ConfigError(f"{sources.get('reward.terms', '<config>')}: {exc}") from None
     return cfg
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +27,8 @@ from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_ch
 from rlvr.train.metrics import MetricsLog
 from rlvr.train.policy import ValueHead, policy_forward
 from rlvr.train.progress import progress_bar
-from rlvr.verifiers import ScoreRequest, Verdict, score_batch
+from rlvr.verifiers import ScoreRequest, Verdict, default_runner, score_batch
+from rlvr.verifiers.compose import RewardSpec, Term, compose, parse_spec
 from rlvr.verifiers.registry import get_verifier
 
 
@@ -43,74 +44,102 @@ def check_verifiers(tasks: list[Task], default: str) -> None:
         get_verifier(name)
 
 
-def score(tasks: list[Task], responses: list[str], cfg: Config) -> list[Verdict]:
-    """Verdicts for responses; response i answers tasks[i]. The one place the trainer scores."""
-    requests = [
-        ScoreRequest(task.verifier or cfg.data.verifier, response, task.reference,
-                     {**cfg.data.verifier_options, **task.verifier_options})
-        for task, response in zip(tasks, responses)
-    ]
+def score(tasks: list[Task], responses: list[str], cfg: Config, term: Term | None = None) -> list[Verdict]:
+    """Verdicts for responses; response i answers tasks[i]. The one place the trainer scores: with the
+    task's own verifier (or data.verifier), or with the verifier a reward term names."""
+    requests = []
+    for task, response in zip(tasks, responses):
+        if term is None or term.uses_task_verifier:
+            name, options = task.verifier or cfg.data.verifier, {**cfg.data.verifier_options, **task.verifier_options}
+        else:
+            name, options = term.verifier, {}
+        reference = task.reference if term is None or term.reference is None else term.reference
+        requests.append(ScoreRequest(name, response, reference, {**options, **(term.options if term else {})}))
     return score_batch(requests)
 
 
 @dataclass
 class Rollouts:
-    """One step's training batch: rollouts, the task each row answers, and its verdict."""
+    """One step's training batch: rollouts, the task each row answers, its verdict from the task verifier,
+    its reward, and (with reward.terms) each term's score."""
 
     batch: RolloutBatch
     tasks: list[Task]
     verdicts: list[Verdict]
+    rewards: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
     rounds: int = 1
 
+    def select(self, rows: list[int], batch: RolloutBatch) -> Rollouts:
+        return Rollouts(batch, [self.tasks[i] for i in rows], [self.verdicts[i] for i in rows],
+                        [self.rewards[i] for i in rows], {k: [v[i] for i in rows] for k, v in self.components.items()})
 
-def generate_and_score(engine, tokenizer, tasks: list[Task], params: SamplingParams, cfg: Config) -> Rollouts:
+
+def generate_and_score(
+    engine, tokenizer, tasks: list[Task], params: SamplingParams, cfg: Config, spec: RewardSpec | None = None, step: int = 0
+) -> Rollouts:
     batch = engine.generate([encode_prompt(tokenizer, t.prompt) for t in tasks], params)
     responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
     row_tasks = [t for t in tasks for _ in range(params.n)]
-    return Rollouts(batch, row_tasks, score(row_tasks, responses, cfg))
+    if spec is None:
+        verdicts = score(row_tasks, responses, cfg)
+        return Rollouts(batch, row_tasks, verdicts, [v.score for v in verdicts])
+    by_term = {term.name: score(row_tasks, responses, cfg, term) for term in spec.verifier_terms()}
+    task_term = next((t.name for t in spec.verifier_terms() if t.uses_task_verifier), next(iter(by_term), None))
+    verdicts = by_term[task_term] if task_term else score(row_tasks, responses, cfg)
+    composed = compose(
+        spec, {name: [v.score for v in vs] for name, vs in by_term.items()},
+        lengths=batch.response_mask.sum(-1).tolist(), max_len=params.max_new_tokens,
+        groups=batch.group_index.tolist(), step=step,
+    )
+    return Rollouts(batch, row_tasks, verdicts, composed.total, composed.components)
 
 
-def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: SamplingParams, cfg: Config) -> Rollouts:
+def collect_rollouts(
+    engine, tokenizer, sampler: PromptSampler, params: SamplingParams, cfg: Config, spec: RewardSpec | None = None, step: int = 0
+) -> Rollouts:
     """Sample prompts_per_step prompts x group_size responses. With DAPO dynamic sampling (Yu et al., 2025,
     Eq. 11), keep only groups whose rewards differ and sample more rounds until the step has prompts_per_step
     such groups or dynamic_sampling_max_batches rounds were spent."""
     want = cfg.data.prompts_per_step
-    first = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg)
+    first = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg, spec, step)
     if not cfg.algo.dynamic_sampling:
         return first
     kept: list[Rollouts] = []
     n_kept, rounds, current = 0, 1, first
     while True:
-        rewards = torch.tensor([v.score for v in current.verdicts])
+        rewards = torch.tensor(current.rewards)
         useful = filters.informative(rewards, current.batch.group_index.cpu()).view(-1, params.n)[:, 0]
         groups = useful.nonzero().squeeze(-1)[: want - n_kept]
         if groups.numel():
             rows = (groups.unsqueeze(-1) * params.n + torch.arange(params.n)).flatten()
-            kept.append(Rollouts(select_rows(current.batch, rows.to(current.batch.response_ids.device)),
-                                 [current.tasks[i] for i in rows.tolist()], [current.verdicts[i] for i in rows.tolist()]))
+            kept.append(current.select(rows.tolist(), select_rows(current.batch, rows.to(current.batch.response_ids.device))))
             n_kept += groups.numel()
         if n_kept >= want or rounds >= cfg.algo.dynamic_sampling_max_batches:
             break
-        current = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg)
+        current = generate_and_score(engine, tokenizer, sampler.next(want), params, cfg, spec, step)
         rounds += 1
     if not kept:  # no group had mixed rewards: train on the first round (outcome advantages are 0 there)
         first.rounds = rounds
         return first
     return Rollouts(
         concat_batches([r.batch for r in kept], engine.pad_id),
-        [t for r in kept for t in r.tasks], [v for r in kept for v in r.verdicts], rounds,
+        [t for r in kept for t in r.tasks], [v for r in kept for v in r.verdicts], [x for r in kept for x in r.rewards],
+        {name: [x for r in kept for x in r.components[name]] for name in first.components}, rounds,
     )
 
 
-def greedy_baseline(engine, tokenizer, rollouts: Rollouts, params: SamplingParams, cfg: Config) -> torch.Tensor:
+def greedy_baseline(
+    engine, tokenizer, rollouts: Rollouts, params: SamplingParams, cfg: Config, spec: RewardSpec | None, step: int
+) -> torch.Tensor:
     """ReMax's baseline (Li et al., 2023): the reward of a greedy response to each row's prompt."""
     group = rollouts.batch.group_index
     firsts = [int((group == g).nonzero()[0]) for g in torch.unique(group, sorted=True)]
     greedy = generate_and_score(
         engine, tokenizer, [rollouts.tasks[i] for i in firsts],
-        SamplingParams(n=1, max_new_tokens=params.max_new_tokens, temperature=0.0), cfg,
+        SamplingParams(n=1, max_new_tokens=params.max_new_tokens, temperature=0.0), cfg, spec, step,
     )
-    per_group = torch.tensor([v.score for v in greedy.verdicts], device=group.device)
+    per_group = torch.tensor(greedy.rewards, device=group.device)
     return per_group[torch.searchsorted(torch.unique(group, sorted=True), group)]
 
 
@@ -186,6 +215,10 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
 
     tasks = load_tasks(cfg.data.train, prompt_field=cfg.data.prompt_field, reference_field=cfg.data.reference_field)
     check_verifiers(tasks, cfg.data.verifier)
+    spec = parse_spec(cfg.reward.terms) if cfg.reward.terms else None
+    for term in spec.verifier_terms() if spec else []:
+        if not term.uses_task_verifier:
+            get_verifier(term.verifier)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     model, tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
     ref_model = None
@@ -230,14 +263,16 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             state["value_head"] = value_head.state_dict()
         return state
 
+    reward_runner = default_runner()
+    reward_runner.reset_stats()
     with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress, completed=first_step - 1) as bar:
         for step in range(first_step, cfg.train.steps + 1):
             started = time.perf_counter()
-            rollouts = collect_rollouts(engine, tokenizer, sampler, params, cfg)
+            rollouts = collect_rollouts(engine, tokenizer, sampler, params, cfg, spec, step)
             batch, mask = rollouts.batch, rollouts.batch.response_mask
             lengths = mask.sum(-1).float()
             verifier_scores = torch.tensor([v.score for v in rollouts.verdicts], dtype=torch.float32, device=mask.device)
-            rewards = verifier_scores
+            rewards = torch.tensor(rollouts.rewards, dtype=torch.float32, device=mask.device)
             if overlong_buffer:
                 rewards = rewards + filters.soft_overlong_penalty(
                     lengths, cfg.rollout.max_new_tokens, overlong_buffer, algo.overlong_penalty_factor
@@ -270,7 +305,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                     adv_inputs.get("gamma", 1.0), adv_inputs.get("lam", 1.0),
                 )
             if "baseline_rewards" in needs:
-                adv_inputs["baseline_rewards"] = greedy_baseline(engine, tokenizer, rollouts, params, cfg)
+                adv_inputs["baseline_rewards"] = greedy_baseline(engine, tokenizer, rollouts, params, cfg, spec, step)
             adv = advantages.compute(algo.advantage, adv_rewards, batch.group_index, mask, **adv_inputs)
 
             loss_mask = filters.overlong_filter(mask, batch.truncated) if algo.overlong_filter else mask
@@ -283,6 +318,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 "reward_mean": float(rewards.mean()),
                 "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
                 "verifier_score_mean": float(verifier_scores.mean()),
+                **{f"reward/{name}": sum(v) / len(v) for name, v in rollouts.components.items()},
                 "response_len_mean": float(lengths.mean()),
                 "truncated_frac": float(batch.truncated.float().mean()),
                 "entropy": update.pop("entropy"),
@@ -293,6 +329,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 "groups": int(torch.unique(batch.group_index).numel()),
                 "sampling_rounds": rollouts.rounds,
                 "lr": scheduler.get_last_lr()[0],
+                **reward_runner_metrics(reward_runner.stats()),
                 **{f"verdict_{s}": n / len(rollouts.verdicts) for s, n in _status_counts(rollouts.verdicts).items()},
                 "time_s": elapsed,
                 "tokens_per_s": float(lengths.sum()) / elapsed,
@@ -305,6 +342,15 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 save_checkpoint(run_dir, step, model, tokenizer, trainer_state())
     log.close()
     return run_dir
+
+
+def reward_runner_metrics(stats: dict[str, Any]) -> dict[str, float]:
+    """The reward runner's health since the run started: timeouts, errors, restarts and latency."""
+    return {
+        "reward_timeouts": stats["timeouts"], "reward_errors": stats["errors"],
+        "reward_worker_restarts": stats["worker_restarts"],
+        "reward_latency_p50_ms": stats["latency_p50_ms"], "reward_latency_p99_ms": stats["latency_p99_ms"],
+    }
 
 
 def _status_counts(verdicts: list[Verdict]) -> dict[str, int]:

@@ -1,0 +1,1 @@
+"""Adapters that let other trainers (TRL, verl) score with rlvr's verifiers."""

@@ -1,0 +1,115 @@
+"""Composed rewards: weights, gates, vetoes, schedules, length terms, and a composed reward in training."""
+
+import re
+
+import pytest
+
+from rlvr.config import ConfigError, config_from_dict
+from rlvr.train import train
+from rlvr.train.metrics import read_metrics
+from rlvr.verifiers.compose import RewardSpecError, compose, length_among_correct, parse_spec, soft_overlong_penalty
+
+from conftest import one_digit_rl_config
+
+
+def run(terms, scores, lengths=(1, 1), groups=(0, 0), max_len=10, step=0):
+    return compose(parse_spec(terms), scores, lengths=list(lengths), max_len=max_len, groups=list(groups), step=step)
+
+
+def test_weighted_sum():
+    out = run([{"name": "a", "weight": 0.5}, {"name": "b", "weight": 2.0}], {"a": [1.0, 0.0], "b": [0.5, 1.0]})
+    assert out.total == [1.5, 2.0]
+    assert out.components == {"a": [1.0, 0.0], "b": [0.5, 1.0]}
+
+
+def test_gate_zeroes_a_term_until_its_gate_passes():
+    terms = [{"name": "format", "verifier": "format", "weight": 0.0},
+             {"name": "correct", "weight": 1.0, "gate": "format"}]
+    out = run(terms, {"format": [1.0, 0.0], "correct": [1.0, 1.0]})
+    assert out.total == [1.0, 0.0]
+    assert out.components["correct"] == [1.0, 0.0]
+
+
+def test_hierarchy_of_gates_syntax_function_quality():
+    terms = [{"name": "syntax", "weight": 0.1},
+             {"name": "function", "weight": 0.5, "gate": "syntax"},
+             {"name": "quality", "weight": 0.4, "gate": "function", "gate_min": 1.0}]
+    scores = {"syntax": [1, 1, 0], "function": [1, 0, 1], "quality": [0.5, 0.9, 0.9]}
+    out = run(terms, scores, lengths=(1, 1, 1), groups=(0, 0, 0))
+    assert out.total == pytest.approx([0.1 + 0.5 + 0.2, 0.1, 0.0])
+
+
+def test_veto_replaces_the_total():
+    terms = [{"name": "safe", "weight": 0.0, "veto": True, "veto_value": -1.0}, {"name": "correct"}]
+    out = run(terms, {"safe": [1.0, 0.0], "correct": [1.0, 1.0]})
+    assert out.total == [1.0, -1.0] and out.vetoed == [False, True]
+
+
+@pytest.mark.parametrize("weight, step, expected", [
+    ({"start": 0.0, "end": 1.0, "steps": 100}, 0, 0.0),
+    ({"start": 0.0, "end": 1.0, "steps": 100}, 50, 0.5),
+    ({"start": 0.0, "end": 1.0, "steps": 100}, 500, 1.0),
+    ([[0, 1.0], [10, 0.0], [20, 0.5]], 5, 0.5),
+    ([[0, 1.0], [10, 0.0], [20, 0.5]], 15, 0.25),
+    ([[0, 1.0], [10, 0.0], [20, 0.5]], 99, 0.5),
+])
+def test_scheduled_weights(weight, step, expected):
+    out = run([{"name": "a", "weight": weight}], {"a": [1.0, 1.0]}, step=step)
+    assert out.total == pytest.approx([expected, expected])
+
+
+@pytest.mark.parametrize("length, expected", [(5, 0.0), (8, 0.0), (9, -0.5), (10, -1.0), (12, -1.0)])
+def test_dapo_soft_overlong_penalty(length, expected):
+    assert soft_overlong_penalty(length, max_len=10, buffer_len=2) == pytest.approx(expected)
+    out = run([{"name": "len", "kind": "overlong", "buffer_frac": 0.2}], {}, lengths=(length,), groups=(0,))
+    assert out.total == pytest.approx([expected])
+
+
+def test_length_reward_is_compared_among_correct_answers_only():
+    lengths = [10, 20, 30, 5, 40, 40]
+    correct = [True, True, True, False, True, True]
+    groups = [0, 0, 0, 0, 1, 1]
+    assert length_among_correct(lengths, correct, groups) == [1.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+    terms = [{"name": "correct"}, {"name": "short", "kind": "length_among_correct", "correct": "correct", "weight": 0.2}]
+    out = run(terms, {"correct": [1, 1, 1, 0, 1, 1]}, lengths=lengths, groups=groups)
+    assert out.total == pytest.approx([1.2, 1.1, 1.0, 0.0, 1.0, 1.0])
+
+
+def test_batch_normalisation():
+    out = run([{"name": "a", "normalize": "batch"}], {"a": [0.0, 2.0]})
+    assert out.components["a"] == pytest.approx([-0.7071067811865475, 0.7071067811865475])
+
+
+@pytest.mark.parametrize("terms, message", [
+    ([{"name": "a", "wieght": 1}], "unknown key 'wieght' (did you mean 'weight'?)"),
+    ([{"weight": 1}], "'name' is required"),
+    ([{"name": "a", "gate": "b"}], "unknown term 'b'"),
+    ([{"name": "a", "gate": "b"}, {"name": "b", "gate": "a"}], "cycle"),
+    ([{"name": "a"}, {"name": "a"}], "used twice"),
+    ([{"name": "a", "kind": "lenght"}], "kind: expected one of"),
+    ([{"name": "a", "weight": {"start": 0, "stop": 1}}], "unknown schedule key"),
+    ([{"name": "s", "kind": "length_among_correct"}], "name the term that marks a correct answer"),
+])
+def test_bad_specs_name_the_term_and_key(terms, message):
+    with pytest.raises(RewardSpecError, match=re.escape(message)):
+        parse_spec(terms)
+
+
+def test_bad_terms_fail_at_config_time():
+    with pytest.raises(ConfigError, match=r"reward.terms\[0\] \(x\).kind"):
+        config_from_dict({"reward": {"terms": [{"name": "x", "kind": "nope"}]}})
+
+
+def test_composed_reward_trains_and_logs_components(warm_model_dir, tmp_path):
+    """Format gate (the answer must be digits only) + correctness + DAPO overlong penalty."""
+    cfg = one_digit_rl_config(warm_model_dir, tmp_path, steps=30)
+    cfg["reward"] = {"terms": [
+        {"name": "digits", "verifier": "regex", "reference": {"pattern": r"\d+"}, "weight": 0.1},
+        {"name": "correct", "verifier": "task", "weight": 1.0, "gate": "digits"},
+        {"name": "overlong", "kind": "overlong", "buffer_frac": 0.5, "weight": 1.0},
+    ]}
+    rows = read_metrics(train(config_from_dict(cfg)))
+    for key in ("reward/digits", "reward/correct", "reward/overlong"):
+        assert all(key in r for r in rows), key
+    first, last = sum(r["reward/correct"] for r in rows[:5]) / 5, sum(r["reward/correct"] for r in rows[-5:]) / 5
+    assert last > first
