@@ -107,3 +107,12 @@ def proc_upper(response, reference):
     """A registered verifier that must run in a worker process."""
     ok = response.upper() == str(reference).upper()
     return Verdict(float(ok), Status.CORRECT if ok else Status.INCORRECT, "upper", details={"pid": os.getpid()})
+
+
+@register_verifier("test.hostile", isolation="process", replace=True)
+def hostile(response, reference):
+    """A reward that hangs, eats memory or segfaults when its reference says so; exact match otherwise."""
+    behaviour = {"hang": sleep_forever, "oom": hog_memory, "segv": segfault}.get(reference)
+    if behaviour is not None:
+        behaviour(response, reference)
+    return match(response.strip(), reference)

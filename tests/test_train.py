@@ -101,3 +101,26 @@ def test_reward_runner_health_is_logged_every_step(tiny_model_dir, tmp_path):
     for key in ("reward_timeouts", "reward_errors", "reward_latency_p50_ms", "reward_latency_p99_ms"):
         assert all(key in r for r in rows), key
     assert rows[-1]["reward_timeouts"] == 0
+
+
+def test_hostile_rewards_cost_verdicts_not_the_run(tiny_model_dir, tmp_path):
+    """A reward that hangs, one that allocates without bound and one that segfaults: the run finishes and
+    counts them as timeouts and errors."""
+    import reward_fns  # noqa: F401  (registers test.hostile)
+    from rlvr.tasks.jsonl import write_jsonl
+    from rlvr.verifiers import RewardRunner, set_default_runner
+
+    data = tmp_path / "hostile.jsonl"
+    write_jsonl(data, [{"prompt": "1+1=", "reference": ref} for ref in ("hang", "oom", "segv", "2")])
+    previous = set_default_runner(RewardRunner(workers=2, timeout_s=1.0, memory_mb=512))
+    try:
+        cfg = rl_config(tiny_model_dir, tmp_path / "run", steps=2)
+        cfg.data.train, cfg.data.verifier, cfg.data.prompts_per_step, cfg.rollout.group_size = str(data), "test.hostile", 4, 1
+        cfg.data.shuffle = False
+        rows = read_metrics(train(cfg))
+    finally:
+        set_default_runner(previous).close()
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[-1]["reward_timeouts"] >= 2  # one hang per step
+    assert rows[-1]["reward_errors"] >= 4  # one memory blow-up and one segfault per step
+    assert all(r["verdict_timeout"] == 0.25 for r in rows)
