@@ -121,6 +121,7 @@ def test_hostile_rewards_cost_verdicts_not_the_run(tiny_model_dir, tmp_path):
     finally:
         set_default_runner(previous).close()
     assert [r["step"] for r in rows] == [1, 2]
-    assert rows[-1]["reward_timeouts"] >= 2  # one hang per step
-    assert rows[-1]["reward_errors"] >= 4  # one memory blow-up and one segfault per step
-    assert all(r["verdict_timeout"] == 0.25 for r in rows)
+    # per step: the hang times out, the segfault is an error, the memory blow-up is an error (or, on a slow
+    # machine, a timeout before the cap is reached); only the plain row is judged normally
+    assert rows[-1]["reward_timeouts"] >= 2 and rows[-1]["reward_timeouts"] + rows[-1]["reward_errors"] >= 6
+    assert all(r.get("verdict_timeout", 0) + r.get("verdict_error", 0) == 0.75 for r in rows)
