@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from rlvr.cli import main
 from rlvr.config import load_config

@@ -1,6 +1,5 @@
 """The RL loop end to end on CPU: reward goes up, metrics and checkpoints are what CONTRACTS.md C4 promises."""
 
-import json
 
 import pytest
 import torch
