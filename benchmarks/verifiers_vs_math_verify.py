@@ -1,0 +1,125 @@
+"""rlvr's math verifier and Math-Verify side by side on the same rows, in one process.
+
+    python benchmarks/verifiers_vs_math_verify.py [--rows rows.jsonl] [--repeat 3] [--show 20]
+
+Rows carry "response" and "reference" (the format of `rlvr verify`). Without --rows, a built-in set of
+realistic responses is generated: reasoning text followed by a final answer in the forms models use
+(\\boxed{}, "The answer is", "####", $...$) and answers of every common type. Prints median and p99 latency
+per call for both, their ratio, and every row where the two disagree. Needs `pip install math-verify`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+
+REASONING = (
+    "Let me think step by step. First we rewrite the expression and collect like terms. "
+    "Substituting the values gives an intermediate result, and simplifying we obtain the answer. "
+)
+
+# (gold, equivalent forms a model might write, a wrong form)
+ANSWERS = [
+    ("42", ["42", "42.0"], "41"),
+    ("\\frac{1}{2}", ["0.5", "\\frac12", "1/2", "\\dfrac{1}{2}"], "\\frac{1}{3}"),
+    ("3\\sqrt{2}", ["3\\sqrt{2}", "\\sqrt{18}", "3 \\sqrt 2"], "2\\sqrt{3}"),
+    ("\\pi", ["\\pi", "\\pi "], "2\\pi"),
+    ("x^2+2x+1", ["(x+1)^2", "x^2 + 2x + 1", "1+2x+x^2"], "x^2+1"),
+    ("(1,2)", ["(1, 2)", "\\left(1,2\\right)"], "(2,1)"),
+    ("\\{1,2,3\\}", ["\\{3,2,1\\}", "\\{1, 2, 3\\}"], "\\{1,2\\}"),
+    ("[1,3)", ["[1, 3)", "1 \\le x < 3"], "(1,3]"),
+    ("1000", ["1,000", "1000", "10^3"], "100"),
+    ("-\\frac{3}{4}", ["-0.75", "-\\frac{3}{4}", "\\frac{-3}{4}"], "\\frac{3}{4}"),
+    ("\\infty", ["\\infty", "+\\infty"], "-\\infty"),
+    ("2", ["x = 2", "2"], "3"),
+]
+WRAPPERS = [
+    "{r}Therefore, the final answer is $\\boxed{{{a}}}$.",
+    "{r}So the answer is {a}.",
+    "{r}\n#### {a}",
+    "{r}The result is ${a}$.",
+    "{r}Answer: {a}",
+]
+
+
+def builtin_rows(seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for gold, rights, wrong in ANSWERS:
+        for answer in rights + [wrong]:
+            for wrapper in WRAPPERS:
+                reasoning = REASONING * rng.randint(1, 6)
+                text = wrapper.format(r=reasoning, a=answer)
+                rows.append({"response": text, "reference": gold, "expected": answer != wrong})
+    return rows
+
+
+def timed(fn, rows, repeat):
+    """Per-row median latency over ``repeat`` passes and the last pass's results."""
+    per_row = [[] for _ in rows]
+    results = []
+    for _ in range(repeat):
+        results = []
+        for i, row in enumerate(rows):
+            start = time.perf_counter()
+            results.append(fn(row))
+            per_row[i].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in per_row], results
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", help="JSONL with response and reference (default: built-in realistic rows)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--show", type=int, default=20, help="disagreements to print")
+    args = parser.parse_args()
+
+    from math_verify import parse, verify as mv_verify
+
+    from rlvr.verifiers import verify
+
+    rows = builtin_rows() if not args.rows else [json.loads(line) for line in open(args.rows) if line.strip()]
+
+    def ours(row):
+        return verify("math", row["response"], row["reference"]).score >= 1.0
+
+    def theirs(row):
+        try:
+            return bool(mv_verify(parse("$" + row["reference"] + "$"), parse(row["response"])))
+        except Exception:
+            return False
+
+    # warm both up (imports, caches of compiled grammars) before timing
+    for row in rows[:5]:
+        ours(row), theirs(row)
+    our_t, our_r = timed(ours, rows, args.repeat)
+    their_t, their_r = timed(theirs, rows, args.repeat)
+
+    def fmt(ts):
+        return f"median {1000 * statistics.median(ts):8.3f} ms   p99 {1000 * percentile(ts, 0.99):8.3f} ms"
+
+    print(f"rows: {len(rows)}  (each timed {args.repeat}x, median per row)")
+    print(f"rlvr math    {fmt(our_t)}")
+    print(f"Math-Verify  {fmt(their_t)}")
+    print(f"median ratio (Math-Verify / rlvr): {statistics.median(their_t) / statistics.median(our_t):.1f}x")
+    if "expected" in rows[0]:
+        for name, res in (("rlvr", our_r), ("Math-Verify", their_r)):
+            right = sum(r == row["expected"] for r, row in zip(res, rows))
+            print(f"{name:12s} agrees with the expected label on {right}/{len(rows)} rows")
+    disagreements = [(row, a, b) for row, a, b in zip(rows, our_r, their_r) if a != b]
+    print(f"disagreements: {len(disagreements)}")
+    for row, a, b in disagreements[: args.show]:
+        tail = row["response"][-60:].replace("\n", " ")
+        print(f"  rlvr={a!s:5} math-verify={b!s:5} ref={row['reference']!r:22} ...{tail!r}")
+
+
+if __name__ == "__main__":
+    main()

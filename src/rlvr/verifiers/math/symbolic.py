@@ -1,0 +1,102 @@
+"""The SymPy stage. It only ever runs inside a supervised worker (``compare_in_worker`` is sent through
+``rlvr.verifiers.runner`` as a CallableRequest), where a hard deadline can kill it; SymPy is imported lazily.
+
+Trees come from our own parser (parse.py) after the guards of equivalence.guard; when our parser cannot read
+one side, latex2sympy2_extended gets a try.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.verifiers.base import Verdict
+
+
+def to_sympy(a: tuple) -> Any:
+    import sympy
+
+    k = a[0]
+    if k == "num":
+        return sympy.Rational(a[1].numerator, a[1].denominator)
+    if k == "sym":
+        return sympy.Symbol(a[1])
+    if k == "const":
+        return {"pi": sympy.pi, "e": sympy.E, "i": sympy.I, "inf": sympy.oo}[a[1]]
+    if k == "neg":
+        return -to_sympy(a[1])
+    if k == "add":
+        return sympy.Add(*[to_sympy(t) for t in a[1]])
+    if k == "mul":
+        return sympy.Mul(*[to_sympy(t) for t in a[1]])
+    if k == "div":
+        return to_sympy(a[1]) / to_sympy(a[2])
+    if k == "pow":
+        return sympy.Pow(to_sympy(a[1]), to_sympy(a[2]))
+    if k == "root":
+        x, n = to_sympy(a[1]), to_sympy(a[2])
+        if n == 2:
+            return sympy.sqrt(x)
+        if x.is_number and x.is_negative and n.is_integer and n.is_odd:
+            return sympy.real_root(x, n)
+        return sympy.root(x, n)
+    if k == "fact":
+        return sympy.factorial(to_sympy(a[1]))
+    if k == "abs":
+        return sympy.Abs(to_sympy(a[1]))
+    if k == "fn":
+        name = {"arcsin": "asin", "arccos": "acos", "arctan": "atan"}.get(a[1], a[1])
+        return getattr(sympy, name)(to_sympy(a[2]))
+    if k == "log":
+        base, x = to_sympy(a[1]), to_sympy(a[2])
+        return sympy.log(x) if base == sympy.E else sympy.log(x, base)
+    raise ValueError(f"unknown node {k!r}")
+
+
+def _zero(d: Any) -> bool:
+    import sympy
+
+    if d == 0:
+        return True
+    for f in (sympy.expand, sympy.cancel, sympy.simplify):
+        try:
+            if f(d) == 0:
+                return True
+        except Exception:
+            continue
+    return False
+
+
+def sympy_equal(x: tuple, y: tuple) -> bool:
+    try:
+        return _zero(to_sympy(x) - to_sympy(y))
+    except Exception:
+        return False
+
+
+def compare_in_worker(response: str, reference: Any, **options: Any) -> Verdict:
+    """Run the whole comparison again with the SymPy stage switched on (module-level: picklable by reference)."""
+    from rlvr.verifiers.math import decide
+
+    options.pop("timeout_s", None)
+    return decide(response, reference, symbolic=True, **options)
+
+
+def latex2sympy_equal(response: str, reference: str) -> bool | None:
+    """The fallback for text our parser cannot read: True/False, None when latex2sympy cannot read it either."""
+    try:
+        from latex2sympy2_extended import latex2sympy
+
+        a = latex2sympy(response)
+        b = latex2sympy(reference)
+    except Exception:
+        return None
+    try:
+        return _zero(a - b)
+    except Exception:
+        try:
+            return bool(a == b)
+        except Exception:
+            return None
+
+
+__all__ = ["compare_in_worker", "latex2sympy_equal", "sympy_equal", "to_sympy"]
