@@ -454,3 +454,18 @@ def test_no_worker_outlives_the_interpreter(tmp_path):
     pids = [int(p) for p in lines["open"].split()]
     assert len(pids) == 2
     assert all(_wait_dead(pid, 5.0) for pid in pids), pids
+
+
+def test_workers_start_when_the_main_script_came_from_stdin():
+    """``python - < script.py`` has no importable main file; process-isolated verifiers must still work."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = "from rlvr.verifiers import verify\nprint(verify('regex', '2024', r'\\d+').status.value)\n"
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "correct"

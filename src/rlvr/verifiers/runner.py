@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import concurrent.futures
 import copy
 import dataclasses
@@ -717,7 +718,8 @@ class _Pool:
             daemon=True,
         )
         try:
-            proc.start()
+            with _main_module_without_unreadable_file():
+                proc.start()
         except Exception as exc:
             parent_conn.close()
             self._start_failed({"error": repr(exc)[:_MAX_ERROR_CHARS]})
@@ -1156,3 +1158,21 @@ def _plain_json(value: Any, depth: int) -> bool:
     if kind is dict:
         return all(type(k) is str and _plain_json(v, depth + 1) for k, v in value.items())
     return False
+
+
+@contextlib.contextmanager
+def _main_module_without_unreadable_file():
+    """A spawned worker re-imports the parent's __main__ from its file; when that "file" cannot be read
+    (``python - < script``, some embedded interpreters: ``<stdin>``), hide it so the worker starts without it
+    instead of dying on start-up. Reward functions must then live in importable modules, as documented."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
