@@ -19,6 +19,7 @@ Answer values::
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from typing import Any
@@ -98,6 +99,26 @@ def _unwrap_text_commands(s: str, units: bool) -> str:
     return s
 
 
+_NORM_0 = re.compile(r"\\(?:left|right)\s*\.")
+_NORM_1 = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![a-zA-Z])")
+_NORM_2 = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
+_NORM_3 = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![a-zA-Z])|~")
+_NORM_4 = re.compile(r"\\(?:displaystyle|textstyle|limits)(?![a-zA-Z])")
+_NORM_5 = re.compile(r"\\[dt]frac(?![a-zA-Z])")
+_NORM_6 = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_NORM_7 = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree")
+_NORM_8 = re.compile(r"\\(?:leqslant|leq|le)(?![a-zA-Z])")
+_NORM_9 = re.compile(r"\\(?:geqslant|geq|ge)(?![a-zA-Z])")
+_NORM_10 = re.compile(r"\\(?:neq|ne)(?![a-zA-Z])")
+_NORM_11 = re.compile(r"\\lt(?![a-zA-Z])")
+_NORM_12 = re.compile(r"\\gt(?![a-zA-Z])")
+_NORM_13 = re.compile(r"\\(?:lvert|rvert|vert)(?![a-zA-Z])|\\\|")
+_NORM_14 = re.compile(r"\\(?:infty|infinity)(?![a-zA-Z])|(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
+_NORM_15 = re.compile(r"\\(?:lor)(?![a-zA-Z])")
+_NORM_16 = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
+
+
+@functools.lru_cache(maxsize=8192)
 def normalize(s: str, *, units: bool = True) -> str:
     """A canonical spelling of an answer: delimiters, spacing commands, \\left/\\right, \\text{}, \\dfrac,
     degrees, thousands separators, trailing periods and (with ``units``) known unit words are gone."""
@@ -109,33 +130,33 @@ def normalize(s: str, *, units: bool = True) -> str:
         if k in s:
             s = s.replace(k, v)
     s = s.replace("\\$", " ").replace("$", " ")
-    s = re.sub(r"\\(?:left|right)\s*\.", " ", s)
-    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![a-zA-Z])", "", s)
-    s = re.sub(r"(?<=\d)\\,(?=\d{3}(?!\d))", "", s)  # 1\,234
+    s = _NORM_0.sub(" ", s)
+    s = _NORM_1.sub("", s)
+    s = _NORM_2.sub("", s)  # 1\,234
     s = s.replace("{,}", "")
     s = s.replace("\\!", "")
-    s = re.sub(r"(?<!\\)\\[,;: ]|\\q?quad(?![a-zA-Z])|~", " ", s)
-    s = re.sub(r"\\(?:displaystyle|textstyle|limits)(?![a-zA-Z])", "", s)
-    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
-    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree", "", s)
+    s = _NORM_3.sub(" ", s)
+    s = _NORM_4.sub("", s)
+    s = _NORM_5.sub(r"\\frac", s)
+    s = _NORM_6.sub(r"\\frac{\1}{\2}", s)
+    s = _NORM_7.sub("", s)
     s = s.replace("\\%", "%")
     s = _unwrap_text_commands(s, units)
-    s = re.sub(r"\\(?:leqslant|leq|le)(?![a-zA-Z])", "<=", s)
-    s = re.sub(r"\\(?:geqslant|geq|ge)(?![a-zA-Z])", ">=", s)
-    s = re.sub(r"\\(?:neq|ne)(?![a-zA-Z])", "!=", s)
-    s = re.sub(r"\\lt(?![a-zA-Z])", "<", s)
-    s = re.sub(r"\\gt(?![a-zA-Z])", ">", s)
-    s = re.sub(r"\\(?:lvert|rvert|vert)(?![a-zA-Z])|\\\|", "|", s)
-    s = re.sub(r"\\(?:infty|infinity)(?![a-zA-Z])|(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])", r"\\infty ", s)
-    s = re.sub(r"\\(?:lor)(?![a-zA-Z])", " or ", s)
+    s = _NORM_8.sub("<=", s)
+    s = _NORM_9.sub(">=", s)
+    s = _NORM_10.sub("!=", s)
+    s = _NORM_11.sub("<", s)
+    s = _NORM_12.sub(">", s)
+    s = _NORM_13.sub("|", s)
+    s = _NORM_14.sub(r"\\infty ", s)
+    s = _NORM_15.sub(" or ", s)
     s = s.replace("\\{", "{").replace("\\}", "}")
     s = " ".join(s.split())
     if units:
         for _ in range(2):
             s = _BARE_UNITS.sub("", s).strip()
     s = s.rstrip(" .;")
-    s = re.sub(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", "", s, flags=re.I)
+    s = _NORM_16.sub("", s)
     if _THOUSANDS.match(s):
         s = s.replace(",", "")
     return s.strip()
