@@ -103,10 +103,12 @@ def main() -> None:
     for row in rows[:5]:
         ours(row), theirs(row)
     from rlvr.verifiers import default_runner
+    from rlvr.verifiers.math import _reference_from_text
     from rlvr.verifiers.math.parse import normalize
 
     def clear_rlvr_caches():
         normalize.cache_clear()
+        _reference_from_text.cache_clear()
         default_runner().cache_clear()
 
     our_t, our_r = timed(ours, rows, args.repeat, reset=clear_rlvr_caches)

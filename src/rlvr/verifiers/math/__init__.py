@@ -46,6 +46,7 @@ an integer directly followed by \\frac{p}{q} is a mixed number (3\\frac{1}{2} = 
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -112,6 +113,12 @@ def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Ve
         return ("set", vals), "", None
     if not isinstance(reference, str):
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error=f"got {type(reference).__name__}")
+    return _reference_from_text(reference, units)
+
+
+@functools.lru_cache(maxsize=8192)
+def _reference_from_text(reference: str, units: bool) -> tuple[tuple | None, str, Verdict | None]:
+    """The parsed reference; cached because every response of a group is checked against the same one."""
     if "\\boxed" in reference or "\\fbox" in reference:
         boxes = boxed_all(reference)
         if boxes:

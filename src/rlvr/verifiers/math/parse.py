@@ -503,6 +503,8 @@ _CLOSE = ")]}"
 
 def split_top(s: str, sep: re.Pattern[str], seps: list[str] | None = None) -> list[str]:
     """Split ``s`` at matches of ``sep`` that are not inside any bracket (the matches go to ``seps``)."""
+    if sep.search(s) is None:  # the common case: nothing to split at, so no need to track brackets
+        return [s]
     parts, depth, start, i, n = [], 0, 0, 0, len(s)
     while i < n:
         c = s[i]
