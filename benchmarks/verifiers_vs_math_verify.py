@@ -57,19 +57,24 @@ def builtin_rows(seed: int = 0) -> list[dict]:
     return rows
 
 
-def timed(fn, rows, repeat, reset=lambda: None):
-    """Per-row median latency over ``repeat`` passes and the last pass's results. ``reset`` empties any cache
-    before each pass, so a pass never reuses work done for the same row in an earlier pass."""
-    per_row = [[] for _ in rows]
-    results = []
+def timed_side_by_side(fns, rows, repeat, resets):
+    """Per-row median latency of each function over ``repeat`` passes, and each one's last-pass results.
+
+    The functions are timed alternately on each row, so machine noise hits both alike; each ``reset``
+    empties that function's caches before every pass, so a pass never reuses work done in an earlier one.
+    """
+    times = [[[] for _ in rows] for _ in fns]
+    results = [[] for _ in fns]
     for _ in range(repeat):
-        reset()
-        results = []
+        for reset in resets:
+            reset()
+        results = [[] for _ in fns]
         for i, row in enumerate(rows):
-            start = time.perf_counter()
-            results.append(fn(row))
-            per_row[i].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in per_row], results
+            for k, fn in enumerate(fns):
+                start = time.perf_counter()
+                results[k].append(fn(row))
+                times[k][i].append(time.perf_counter() - start)
+    return [[statistics.median(t) for t in per_fn] for per_fn in times], results
 
 
 def percentile(values, q):
@@ -111,13 +116,14 @@ def main() -> None:
         _reference_from_text.cache_clear()
         default_runner().cache_clear()
 
-    our_t, our_r = timed(ours, rows, args.repeat, reset=clear_rlvr_caches)
-    their_t, their_r = timed(theirs, rows, args.repeat)
+    (our_t, their_t), (our_r, their_r) = timed_side_by_side(
+        [ours, theirs], rows, args.repeat, resets=[clear_rlvr_caches, lambda: None]
+    )
 
     def fmt(ts):
         return f"median {1000 * statistics.median(ts):8.3f} ms   p99 {1000 * percentile(ts, 0.99):8.3f} ms"
 
-    print(f"rows: {len(rows)}  (each timed {args.repeat}x, median per row)")
+    print(f"rows: {len(rows)}  (each timed {args.repeat}x alternately for both, median per row)")
     print(f"rlvr math    {fmt(our_t)}")
     print(f"Math-Verify  {fmt(their_t)}")
     print(f"median ratio (Math-Verify / rlvr): {statistics.median(their_t) / statistics.median(our_t):.1f}x")
