@@ -19,7 +19,7 @@ from transformers.utils import logging as hf_logging
 from rlvr.config import config_from_dict
 from rlvr.eval import mean_pass_at_k, sample_and_score
 from rlvr.models import TinySpec, build_tiny_model, load_model
-from rlvr.report import write_demo_report
+from rlvr.eval.html_report import write_demo_report
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems, sample_problems
 from rlvr.train import sft, train
 from rlvr.train.loop import seed_everything
