@@ -47,6 +47,11 @@ ACCEPT = [
     ("extract", "**Final Answer:** 64", "64", {}),
     ("extract", "The answer is (C).", "C", {}),
     ("extract", "\\boxed{{5}}", "5", {}),
+    ("extract", "The answer is 12 cookies.", "12", {}),
+    ("extract", "Answer: 5 red apples", "5", {}),
+    # currency amounts earlier in the text do not shift the pairing of the final $...$
+    ("extract", "She earns $60 per week, and $60 * 4 = $240 per month. The result is $\\dfrac{1}{2}$.", "1/2", {}),
+    ("extract", "It costs $5 and $x$ is $7$.", "7", {}),
     # normalisation
     ("normalise", B("\\left( 1, 2 \\right)"), "(1,2)", {}),
     ("normalise", B("\\dfrac{1}{3}"), "\\frac13", {}),
@@ -293,6 +298,9 @@ REJECT = [
     ("extract", "We get $x = 3$ and therefore $y = 8$", "3", {}),
     ("extract", "I computed it and got 56 apples, or 57", "56", {}),
     ("extract", "\\boxed{3} is wrong; the answer is 4", "4", {}),
+    ("extract", "The answer is 5 apples.", "6", {}),
+    ("extract", "The answer is 2 pi", "2", {}),
+    ("extract", "She earns $60 per week, so $60 * 4 = $240. The result is $\\frac{1}{3}$.", "240", {}),
     ("normalise", B("1,234"), "1.234", {}),
     ("normalise", B("12"), "1,2", {}),
     ("normalise", B("45^\\circ"), "44", {}),
@@ -407,6 +415,8 @@ HEDGE = [
     (B("x = 1 or x = 2"), "1"),
     ("\\fbox{7} \\boxed{8}", "8"),
     (B("\\pm 2"), "2"),
+    ("The answer is $3$ or $4$.", "3"),
+    ("The answer is 3 or 4 apples", "4"),
 ]
 
 # undecidable: (response, reference, reason)
@@ -497,6 +507,37 @@ def test_extraction_details():
     assert verify("math", "<answer>4</answer>", "4").details["extraction"] == "answer_tag"
     assert verify("math", "so $4$ then", "4").details["extraction"] == "math"
     assert verify("math", "so 4 then", "4").details["extraction"] == "last_number"
+
+
+# (response, what is extracted): the last marker wins, whatever its spelling
+MARKER_ROWS = [
+    ("The answer is 3. Checking again, the final answer is 4.", "4"),
+    ("#### 5\nso the ANSWER IS 6", "6"),
+    ("the answer is 6\n#### 5", "5"),
+    ("An answer has to be positive. Final Answer: 7", "7"),
+    ("answers vary; answer: 8", "8"),
+    ("answer" * 5000 + " answer is 9", "9"),
+    ("\u0130stanbul \u0130\u0130 answer is 10", "10"),  # "\u0130".lower() is two characters long
+]
+
+
+@pytest.mark.parametrize("response, extracted", MARKER_ROWS)
+def test_last_answer_marker_is_extracted(response, extracted):
+    v = verify("math", response, extracted)
+    assert (v.extracted, v.details["extraction"], v.status) == (extracted, "marker", Status.CORRECT)
+
+
+def test_box_after_unclosed_boxes_is_found():
+    v = verify("math", "\\boxed{" * 3 + " so \\boxed{12}", "12")
+    assert (v.extracted, v.status) == ("12", Status.CORRECT)
+
+
+@pytest.mark.parametrize("text", ["0", "-0", "007", "3.50", "-12.125", "1234567890123", "-3", "2.0"])
+def test_plain_number_shortcut_builds_the_parsers_tree(text):
+    from rlvr.verifiers.math.parse import normalize, parse_answer, parse_expr
+
+    assert normalize(text) == text
+    assert parse_answer(text) == ("expr", parse_expr(text), False)
 
 
 def test_symbolic_stage_goes_through_the_runner():

@@ -61,6 +61,9 @@ from rlvr.verifiers.registry import register_verifier
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
 _MC = re.compile(r"^\(?([A-J])\)?$")
+# "12 cookies": a number followed by words (not function names or constants) that the units list lacks
+_NUMBER_THEN_WORDS = re.compile(r"(-?\d+(?:\.\d+)?)\s+((?:[a-zA-Z]{3,}\s*){1,4})")
+_NOT_NOUNS = {"sin", "cos", "tan", "log", "exp", "sqrt", "pi", "infty", "and", "or", "times", "cdot"}
 _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?\(?([A-Ja-j])\)?(?:[\s.:)]|$)", re.I)
 
 
@@ -187,6 +190,10 @@ def decide(
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     except ParseError:
         got_v = None
+    if got_v is not None and got_v[0] == "text" and ref is not None and ref[0] == "expr":
+        quantity = _NUMBER_THEN_WORDS.fullmatch(norm)
+        if quantity and not _NOT_NOUNS.intersection(quantity.group(2).lower().split()):
+            got_v = parse_answer(quantity.group(1), units=units, _normalized=True)
 
     if got_v is None or ref is None:
         if symbolic is not True:  # only the worker may run latex2sympy (unbounded)

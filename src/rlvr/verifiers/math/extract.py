@@ -26,27 +26,46 @@ class Extraction:
     candidates: tuple[str, ...] = ()  # every boxed value (to detect hedging), else (answer,)
 
 
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
+_DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
+_MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
+_CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
+
+
+def matching_brace(text: str, open_at: int) -> int | None:
+    """Index of the "}" closing the "{" at ``open_at`` (escaped braces do not count), None if unclosed.
+
+    The regex skips everything but braces and backslash escapes in C, so this is linear and cheap."""
+    depth = 0
+    for m in _BRACE_OR_ESCAPE.finditer(text, open_at):
+        c = m.group()
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return m.start()
+    return None
+
+
 def _brace_pairs(text: str) -> dict[int, int]:
-    """Index of every "{" -> index of its matching "}" (one linear pass; escaped braces do not count)."""
+    """Index of every "{" -> index of its matching "}", in one pass over the whole text."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
+    for m in _BRACE_OR_ESCAPE.finditer(text):
+        c = m.group()
         if c == "{":
-            stack.append(i)
+            stack.append(m.start())
         elif c == "}" and stack:
-            pairs[stack.pop()] = i
-        i += 1
+            pairs[stack.pop()] = m.start()
     return pairs
 
 
 def boxed_all(text: str) -> list[str]:
     """Contents of every \\boxed{...} / \\fbox{...} in order (unclosed ones are skipped)."""
     out: list[tuple[int, str]] = []
+    # a box is usually short and closed, so its own scan is cheapest; after an unclosed one, every later
+    # box would rescan to the end, so the pairs of the whole text are computed once instead
     pairs: dict[int, int] | None = None
     for cmd in BOX_COMMANDS:
         pos = 0
@@ -62,8 +81,11 @@ def boxed_all(text: str) -> list[str]:
                 j += 1
             if j < len(text) and text[j] == "{":
                 if pairs is None:
-                    pairs = _brace_pairs(text)
-                end = pairs.get(j)
+                    end = matching_brace(text, j)
+                    if end is None:
+                        pairs = _brace_pairs(text)
+                else:
+                    end = pairs.get(j)
                 if end is not None:
                     out.append((i, text[j + 1 : end]))
                     pos = end + 1
@@ -75,10 +97,8 @@ def boxed_all(text: str) -> list[str]:
     return [s for _, s in out]
 
 
-_MARKERS = re.compile(
-    r"(?:final\s+answer\s*(?:is|:)|answer\s*(?:is|:)|####)",
-    re.I,
-)
+# "final answer is" ends where "answer is" does, so one pattern finds the end of every marker
+_ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
 _NUMBER = re.compile(r"-?\d+(?:,\d{3})+(?:\.\d+)?(?!\d)|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?")
 
 
@@ -92,9 +112,11 @@ def _clean_marker_text(s: str) -> str:
     line = line.strip()
     line = re.sub(r"^(?:\*\*|:|\s)+", "", line)
     line = re.sub(r"(?:\*\*|\s)+$", "", line)
-    # math inside the marker text wins
+    # math inside the marker text wins, unless several spans are offered as alternatives ("$3$ or $4$")
     inner = last_math(line)
     if inner is not None:
+        if _MATH_OR_MATH.search(line):
+            return line.replace("$", "").rstrip(".").strip()
         return inner
     return line.rstrip(".").strip()
 
@@ -109,32 +131,48 @@ def last_math(text: str) -> str | None:
             i = text.rfind(open_, 0, j)
             if i >= 0 and (best is None or j > best[0]):
                 best = (j, text[i + 2 : j])
-    # dollars: pair them from the left ($$ counts as one delimiter)
-    spans: list[tuple[int, int]] = []
-    i, n, open_at, open_len = 0, len(text), -1, 0
-    while i < n:
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == "$":
-            ln = 2 if text.startswith("$$", i) else 1
-            if open_at < 0:
-                open_at, open_len = i, ln
-            else:
-                spans.append((open_at + open_len, i))
-                open_at = -1
-            i += ln
-            continue
-        i += 1
-    if spans:
-        a, b = spans[-1]
-        if best is None or b > best[0]:
-            best = (b, text[a:b])
+    # dollars, paired from the right: the last delimiter that can close math (one followed by a space,
+    # punctuation or the end, unlike the "$" of "$60 per week") and the delimiter of its kind before it.
+    # Pairing from the left would let a currency amount earlier in the text shift every later pair.
+    if "$" in text:
+        marks = [(m.start(), len(m.group())) for m in _DOLLAR_OR_ESCAPE.finditer(text) if m.group()[0] == "$"]
+        for k in range(len(marks) - 1, 0, -1):
+            end, size = marks[k]
+            if not _CLOSES_MATH.match(text, end + size):
+                continue
+            opener = next((marks[j][0] for j in range(k - 1, -1, -1) if marks[j][1] == size), None)
+            if opener is not None and (best is None or end > best[0]):
+                best = (end, text[opener + size : end])
+            break
     return None if best is None else best[1].strip()
 
 
+def _lowercase_same_length(text: str) -> str:
+    """``text.lower()`` with every index unchanged (a few characters, such as "\u0130", lower to two)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _last_marker_end(low: str) -> int:
+    """End of the last answer marker ("answer is", "Answer:", "final answer is", "####") in lowercased
+    text, or -1. Searches backwards, so a long response costs a few ``rfind`` calls."""
+    hashes = low.rfind("####")
+    best = hashes + 4 if hashes >= 0 else -1
+    pos = len(low)
+    while True:
+        i = low.rfind("answer", 0, pos)
+        if i < 0 or i < hashes:
+            return best
+        m = _ANSWER_MARKER.match(low, i)
+        if m:
+            return max(best, m.end())
+        pos = i + len("answer") - 1
+
+
 def extract(response: str, *, strict: bool = False) -> Extraction:
-    low = response.lower()
+    low = _lowercase_same_length(response)
     close = low.rfind("</answer>")
     start = low.rfind("<answer>", 0, close) if close >= 0 else -1
     if start >= 0:
@@ -148,11 +186,9 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
     boxes = boxed_all(response)
     if boxes:
         return Extraction(boxes[-1].strip(), "boxed", tuple(b.strip() for b in boxes))
-    last = None
-    for last in _MARKERS.finditer(response):
-        pass
-    if last is not None:
-        ans = _clean_marker_text(response[last.end() : last.end() + 2000])
+    end = _last_marker_end(low)
+    if end >= 0:
+        ans = _clean_marker_text(response[end : end + 2000])
         if ans:
             return Extraction(ans, "marker", (ans,))
     m = last_math(response)

@@ -115,6 +115,7 @@ _GT = re.compile(r"\\gt(?![a-zA-Z])")
 _VERTICAL_BAR = re.compile(r"\\(?:lvert|rvert|vert)(?![a-zA-Z])|\\\|")
 _INFINITY = re.compile(r"\\(?:infty|infinity)(?![a-zA-Z])|(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
 _LOGICAL_OR = re.compile(r"\\(?:lor)(?![a-zA-Z])")
+_PLAIN_NUMBER = re.compile(r"(-?)(\d{1,40}(?:\.\d{1,40})?)")
 _ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
 
 
@@ -123,34 +124,44 @@ def normalize(s: str, *, units: bool = True) -> str:
     """A canonical spelling of an answer: delimiters, spacing commands, \\left/\\right, \\text{}, \\dfrac,
     degrees, thousands separators, trailing periods and (with ``units``) known unit words are gone."""
     s = s.strip()
+    if _PLAIN_NUMBER.fullmatch(s):  # the commonest answer needs none of the rewriting below
+        return s
     for a, b in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         while len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
             s = s[len(a) : -len(b)].strip()
-    for k, v in _UNICODE.items():
-        if k in s:
-            s = s.replace(k, v)
+    if not s.isascii():
+        for k, v in _UNICODE.items():
+            if k in s:
+                s = s.replace(k, v)
     s = s.replace("\\$", " ").replace("$", " ")
-    s = _NULL_DELIMITER.sub(" ", s)
-    s = _SIZING_COMMAND.sub("", s)
-    s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
+    # every LaTeX rewrite needs a backslash, so plain text skips them (the order of the steps is kept)
+    latex = "\\" in s
+    if latex:
+        s = _NULL_DELIMITER.sub(" ", s)
+        s = _SIZING_COMMAND.sub("", s)
+        s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
     s = s.replace("{,}", "")
-    s = s.replace("\\!", "")
-    s = _SPACING_COMMAND.sub(" ", s)
-    s = _STYLE_COMMAND.sub("", s)
-    s = _DFRAC_TFRAC.sub(r"\\frac", s)
-    s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
-    s = _DEGREES.sub("", s)
-    s = s.replace("\\%", "%")
-    s = _unwrap_text_commands(s, units)
-    s = _LEQ.sub("<=", s)
-    s = _GEQ.sub(">=", s)
-    s = _NEQ.sub("!=", s)
-    s = _LT.sub("<", s)
-    s = _GT.sub(">", s)
-    s = _VERTICAL_BAR.sub("|", s)
+    if latex:
+        s = s.replace("\\!", "")
+        s = _SPACING_COMMAND.sub(" ", s)
+        s = _STYLE_COMMAND.sub("", s)
+        s = _DFRAC_TFRAC.sub(r"\\frac", s)
+        s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
+        s = _DEGREES.sub("", s)
+        s = s.replace("\\%", "%")
+        s = _unwrap_text_commands(s, units)
+        s = _LEQ.sub("<=", s)
+        s = _GEQ.sub(">=", s)
+        s = _NEQ.sub("!=", s)
+        s = _LT.sub("<", s)
+        s = _GT.sub(">", s)
+        s = _VERTICAL_BAR.sub("|", s)
+    else:
+        s = s.replace("~", " ")
     s = _INFINITY.sub(r"\\infty ", s)
-    s = _LOGICAL_OR.sub(" or ", s)
-    s = s.replace("\\{", "{").replace("\\}", "}")
+    if latex:
+        s = _LOGICAL_OR.sub(" or ", s)
+        s = s.replace("\\{", "{").replace("\\}", "}")
     s = " ".join(s.split())
     if units:
         for _ in range(2):
@@ -566,6 +577,10 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     s = s.strip()
     if not s:
         raise ParseError("empty")
+    plain = _PLAIN_NUMBER.fullmatch(s)
+    if plain:  # the commonest answer: skip the tokenizer, build the tree the parser would build
+        node = _num(plain.group(2))
+        return ("expr", ("neg", node) if plain.group(1) else node, False)
     rec = lambda x: parse_answer(x, units=units, _depth=_depth + 1, _normalized=True)  # noqa: E731
 
     m = _MATRIX.match(s)
