@@ -541,18 +541,43 @@ def test_plain_number_shortcut_builds_the_parsers_tree(text):
 
 
 def test_symbolic_stage_goes_through_the_runner():
-    v = verify("math", B("(x+1)^2"), "x^2+2x+1")
+    v = verify("math", B("\\sin^2(x)+\\cos^2(x)"), "1")
     assert v.status == Status.CORRECT and v.details["stage"] == "symbolic"
     assert verify("math", B("3"), "3").details["stage"] == "inline"
 
 
-def test_symbolic_stage_respects_a_tiny_budget():
+@pytest.mark.parametrize("response, reference, status", [
+    ("(x+1)^2", "x^2+2x+1", Status.CORRECT),
+    ("y = 3 + 2x", "y = 2x + 3", Status.CORRECT),
+    ("\\frac{(a-b)(a+b)}{2}", "\\frac{a^2}{2} - \\frac{b^2}{2}", Status.CORRECT),
+    ("2\\pi r^2", "2 r^2 \\pi", Status.CORRECT),
+    ("(x+1)^2", "x^2+1", Status.INCORRECT),
+    ("(x+y)^3", "x^3+y^3", Status.INCORRECT),
+])
+def test_polynomial_identities_are_decided_inline(response, reference, status):
+    v = verify("math", B(response), reference)
+    assert (v.status, v.details["stage"]) == (status, "inline")
+    if status == Status.CORRECT:
+        assert v.reason == "polynomial_equal"
+
+
+def test_polynomial_normal_form_has_a_work_budget():
     t0 = time.monotonic()
-    v = verify("math", B("(y+3)^7"), "y^7+21y^6+189y^5+945y^4+2835y^3+5103y^2+5103y+2187", timeout_s=0.05)
+    v = verify("math", B("(a+b+c+d)^{64}"), "(d+c+b+a)^{64}", timeout_s=2.0)
+    assert v.status in (Status.CORRECT, Status.TIMEOUT) and time.monotonic() - t0 < 3.0
+    t0 = time.perf_counter()
+    verify("math", B("+".join(["(x+1)^{64}"] * 50)), "x")
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_symbolic_stage_respects_a_tiny_budget():
+    expanded = "y^7+21y^6+189y^5+945y^4+2835y^3+5103y^2+5103y+2187"
+    t0 = time.monotonic()  # a rational function: not settled by the polynomial normal form
+    v = verify("math", B("\\frac{(y+3)^7}{y+1}"), f"\\frac{{{expanded}}}{{y+1}}", timeout_s=0.05)
     assert time.monotonic() - t0 < 1.05
     # SymPy cannot run in 0.05 s, so random-point probing decides
     assert (v.status, v.reason) == (Status.CORRECT, "numeric_probe"), v
-    v = verify("math", B("(y+3)^7 + 1"), "y^7+21y^6+189y^5+945y^4+2835y^3+5103y^2+5103y+2187", timeout_s=0.05)
+    v = verify("math", B("\\frac{(y+3)^7 + 1}{y+1}"), f"\\frac{{{expanded}}}{{y+1}}", timeout_s=0.05)
     assert v.status == Status.INCORRECT, v
 
 

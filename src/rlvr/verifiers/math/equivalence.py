@@ -3,10 +3,11 @@
 1. identical normalised strings (done by the caller) or identical trees
 2. exact rational arithmetic (fractions.Fraction) when both sides are rational constants
 3. numeric comparison (complex floats, ``rel_tol``/``abs_tol``) when both sides are constants
-4. expressions with variables: random-point probing (our own evaluator, inline); a clear disagreement at
-   one point rejects; otherwise the symbolic stage decides (``Ctx.symbolic``, SymPy in a supervised worker).
-   When SymPy cannot prove the identity but every probe agreed, the answer is accepted (reason
-   "numeric_probe").
+4. polynomials in their variables: exact normal forms (expanded, rational coefficients), inline
+5. other expressions with variables: random-point probing (our own evaluator, inline); a clear
+   disagreement at one point rejects; otherwise the symbolic stage decides (``Ctx.symbolic``, SymPy in a
+   supervised worker). When SymPy cannot prove the identity but every probe agreed, the answer is
+   accepted (reason "numeric_probe").
 
 Every evaluator here is guarded (exponent size, factorial argument, float overflow) and raises TooComplex
 instead of doing unbounded work. ``tri`` answers True / False / None, None meaning "only the symbolic stage
@@ -30,6 +31,9 @@ MAX_BITS = 200_000  # bits of an exact power's result
 MAX_FACTORIAL = 2000  # n! computed exactly up to this n
 PROBE_POINTS = 8
 PROBE_REL = 1e-7  # probing tolerance (float error accumulates in arbitrary expressions)
+MAX_POLY_TERMS = 400  # a polynomial normal form with more terms is left to the symbolic stage
+MAX_POLY_POWER = 64
+MAX_POLY_WORK = 20_000  # term products per comparison (about 10 ms), so no input makes this stage slow
 
 
 class NotRational(Exception):
@@ -37,6 +41,10 @@ class NotRational(Exception):
 
 
 class NotNumeric(Exception):
+    pass
+
+
+class NotPolynomial(Exception):
     pass
 
 
@@ -190,6 +198,92 @@ _CFUNCS: dict[str, Callable[[complex], complex]] = {
 _BIG = 1e250
 
 
+# ------------------------------------------------------------------------------- polynomial normal form
+# A polynomial with rational coefficients as {monomial: coefficient}, a monomial being a sorted tuple of
+# (variable, exponent). Two polynomials are equal as functions iff their normal forms are equal, so the
+# commonest symbolic answers ((x+1)^2 vs x^2+2x+1) are proved exactly, inline, without SymPy.
+
+Poly = dict[tuple[tuple[str, int], ...], Fraction]
+
+
+def _poly_mul(p: Poly, q: Poly, work: list[int]) -> Poly:
+    work[0] -= len(p) * len(q)
+    if work[0] < 0:
+        raise NotPolynomial
+    out: Poly = {}
+    for m1, c1 in p.items():
+        for m2, c2 in q.items():
+            powers = dict(m1)
+            for name, e in m2:
+                powers[name] = powers.get(name, 0) + e
+            m = tuple(sorted(powers.items()))
+            out[m] = out.get(m, 0) + c1 * c2
+    out = {m: c for m, c in out.items() if c}
+    if len(out) > MAX_POLY_TERMS:
+        raise NotPolynomial
+    return out
+
+
+def poly(a: tuple, work: list[int] | None = None) -> Poly:
+    """The normal form of ``a`` when it is a polynomial in its variables (``pi`` and ``e`` count as
+    variables: equal forms are then still equal numbers); NotPolynomial otherwise, also once ``work``
+    (a one-element budget of term products) runs out."""
+    if work is None:
+        work = [MAX_POLY_WORK]
+    k = a[0]
+    if k == "num":
+        return {(): a[1]} if a[1] else {}
+    if k == "sym" or (k == "const" and a[1] in ("pi", "e")):
+        return {((a[1] if k == "sym" else "\\" + a[1], 1),): Fraction(1)}
+    if k == "neg":
+        return {m: -c for m, c in poly(a[1], work).items()}
+    if k == "add":
+        out: Poly = {}
+        for t in a[1]:
+            for m, c in poly(t, work).items():
+                out[m] = out.get(m, 0) + c
+        return {m: c for m, c in out.items() if c}
+    if k == "mul":
+        out = {(): Fraction(1)}
+        for t in a[1]:
+            out = _poly_mul(out, poly(t, work), work)
+        return out
+    if k == "div":
+        try:
+            d = rat(a[2])
+        except NotRational:
+            raise NotPolynomial from None
+        if d == 0:
+            raise NotPolynomial
+        return {m: c / d for m, c in poly(a[1], work).items()}
+    if k == "pow":
+        try:
+            n = rat(a[2])
+        except NotRational:
+            raise NotPolynomial from None
+        if n.denominator != 1 or not 0 <= n <= MAX_POLY_POWER:
+            raise NotPolynomial
+        base, out = poly(a[1], work), {(): Fraction(1)}
+        for _ in range(int(n)):
+            out = _poly_mul(out, base, work)
+        return out
+    raise NotPolynomial
+
+
+def polynomial_identity(x: tuple, y: tuple) -> bool | None:
+    """True when ``x`` and ``y`` are the same polynomial; False when they are different polynomials in
+    variables only (then they differ at some point); None when this cannot tell."""
+    try:
+        work = [MAX_POLY_WORK]
+        px, py = poly(x, work), poly(y, work)
+    except (NotPolynomial, NotRational, TooComplex):
+        return None
+    if px == py:
+        return True
+    has_constants = any(name.startswith("\\") for m in (*px, *py) for name, _ in m)
+    return None if has_constants else False
+
+
 def _fin(z: complex) -> complex:
     if not (math.isfinite(z.real) and math.isfinite(z.imag)) or abs(z) > _BIG:
         raise TooComplex("overflow")
@@ -335,6 +429,12 @@ def scalar(x: tuple, y: tuple, ctx: Ctx, px: bool = False, py: bool = False) -> 
                 for a in _pct(cx, px, ctx.percent)
                 for b in _pct(cy, py, ctx.percent)
             )
+    if names:
+        same = polynomial_identity(x, y)
+        if same is not None:
+            if same:
+                ctx.notes.append("polynomial_equal")
+            return same
     result = probe(x, y, names) if names else "unknown"
     if result == "disagree":
         return False
