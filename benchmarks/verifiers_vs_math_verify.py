@@ -13,6 +13,7 @@ carry a "form"), and every row where the two disagree. Needs `pip install math-v
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -99,19 +100,23 @@ def timed_side_by_side(fns, rows, repeat, resets):
     """Per-row median latency of each function over ``repeat`` passes, and each one's last-pass results.
 
     The functions are timed alternately on each row, so machine noise hits both alike; each ``reset``
-    empties that function's caches before every pass, so a pass never reuses work done in an earlier one.
+    empties that function's caches before every call (untimed), so no call reuses work done for another
+    row or an earlier pass: every figure is a cold call. As in ``timeit``, the garbage collector is off
+    during a pass (and runs between passes), so one function's garbage is not billed to the other.
     """
     times = [[[] for _ in rows] for _ in fns]
     results = [[] for _ in fns]
     for _ in range(repeat):
-        for reset in resets:
-            reset()
         results = [[] for _ in fns]
+        gc.collect()
+        gc.disable()
         for i, row in enumerate(rows):
             for k, fn in enumerate(fns):
+                resets[k]()
                 start = time.perf_counter()
                 results[k].append(fn(row))
                 times[k][i].append(time.perf_counter() - start)
+        gc.enable()
     return [[statistics.median(t) for t in per_fn] for per_fn in times], results
 
 
@@ -161,7 +166,7 @@ def main() -> None:
     def fmt(ts):
         return f"median {1000 * statistics.median(ts):8.3f} ms   p99 {1000 * percentile(ts, 0.99):8.3f} ms"
 
-    print(f"rows: {len(rows)}  (each timed {args.repeat}x alternately for both, median per row)")
+    print(f"rows: {len(rows)}  (each timed {args.repeat}x alternately for both with cold caches, median per row)")
     print(f"rlvr math    {fmt(our_t)}")
     print(f"Math-Verify  {fmt(their_t)}")
     print(f"median ratio (Math-Verify / rlvr): {statistics.median(their_t) / statistics.median(our_t):.1f}x")

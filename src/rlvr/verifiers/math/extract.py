@@ -28,6 +28,9 @@ class Extraction:
 
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 _DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
+_SENTENCE_END = re.compile(r"\.\s+[A-Z]")
+_LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
+_TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
 _MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
@@ -106,12 +109,12 @@ def _clean_marker_text(s: str) -> str:
     s = s.strip()
     # up to the end of the line, or of the sentence (". " followed by a capital / end)
     line = s.split("\n", 1)[0].strip()
-    m = re.search(r"\.\s+[A-Z]", line)
+    m = _SENTENCE_END.search(line)
     if m and line[: m.start()].count("$") % 2 == 0:
         line = line[: m.start()]
     line = line.strip()
-    line = re.sub(r"^(?:\*\*|:|\s)+", "", line)
-    line = re.sub(r"(?:\*\*|\s)+$", "", line)
+    line = _LEADING_BOLD_OR_COLON.sub("", line)
+    line = _TRAILING_BOLD.sub("", line)
     # math inside the marker text wins, unless several spans are offered as alternatives ("$3$ or $4$")
     inner = last_math(line)
     if inner is not None:

@@ -99,22 +99,37 @@ def _unwrap_text_commands(s: str, units: bool) -> str:
     return s
 
 
-_NULL_DELIMITER = re.compile(r"\\(?:left|right)\s*\.")
-_SIZING_COMMAND = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|bigg|Bigg)(?![a-zA-Z])")
+# LaTeX commands rewritten by name, in two passes (before and after \text{} is unwrapped); one regex per
+# pass finds every command and a table says what it becomes (unlisted commands are kept)
+_COMMAND = re.compile(r"\\(?:left|right)\s*\.|\\([a-zA-Z]+)")
+_LAYOUT_COMMANDS = {  # sizing, style and fraction-style commands: gone or plain
+    **dict.fromkeys(("left", "right", "bigl", "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg"), ""),
+    **dict.fromkeys(("displaystyle", "textstyle", "limits"), ""),
+    "dfrac": "\\frac", "tfrac": "\\frac",
+}
+_RELATION_COMMANDS = {  # relations, bars, infinity and "or" in the spelling the parser reads
+    **dict.fromkeys(("leqslant", "leq", "le"), "<="), **dict.fromkeys(("geqslant", "geq", "ge"), ">="),
+    **dict.fromkeys(("neq", "ne"), "!="), "lt": "<", "gt": ">",
+    **dict.fromkeys(("lvert", "rvert", "vert"), "|"),
+    **dict.fromkeys(("infty", "infinity"), "\\infty "), "lor": " or ",
+}
+
+
+def _rewrite_commands(s: str, table: dict[str, str]) -> str:
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name is None:  # \left. / \right.: an invisible delimiter
+            return " "
+        return table.get(name, m.group(0))
+
+    return _COMMAND.sub(one, s)
+
+
 _THIN_SPACE_IN_NUMBER = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _SPACING_COMMAND = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![a-zA-Z])|~")
-_STYLE_COMMAND = re.compile(r"\\(?:displaystyle|textstyle|limits)(?![a-zA-Z])")
-_DFRAC_TFRAC = re.compile(r"\\[dt]frac(?![a-zA-Z])")
 _FRAC_OF_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree")
-_LEQ = re.compile(r"\\(?:leqslant|leq|le)(?![a-zA-Z])")
-_GEQ = re.compile(r"\\(?:geqslant|geq|ge)(?![a-zA-Z])")
-_NEQ = re.compile(r"\\(?:neq|ne)(?![a-zA-Z])")
-_LT = re.compile(r"\\lt(?![a-zA-Z])")
-_GT = re.compile(r"\\gt(?![a-zA-Z])")
-_VERTICAL_BAR = re.compile(r"\\(?:lvert|rvert|vert)(?![a-zA-Z])|\\\|")
-_INFINITY = re.compile(r"\\(?:infty|infinity)(?![a-zA-Z])|(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
-_LOGICAL_OR = re.compile(r"\\(?:lor)(?![a-zA-Z])")
+_BARE_INFINITY = re.compile(r"(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
 _PLAIN_NUMBER = re.compile(r"(-?)(\d{1,40}(?:\.\d{1,40})?)")
 _ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
 
@@ -137,35 +152,33 @@ def normalize(s: str, *, units: bool = True) -> str:
     # every LaTeX rewrite needs a backslash, so plain text skips them (the order of the steps is kept)
     latex = "\\" in s
     if latex:
-        s = _NULL_DELIMITER.sub(" ", s)
-        s = _SIZING_COMMAND.sub("", s)
-        s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
+        s = _rewrite_commands(s, _LAYOUT_COMMANDS)
+        if "\\," in s:
+            s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
     s = s.replace("{,}", "")
     if latex:
         s = s.replace("\\!", "")
         s = _SPACING_COMMAND.sub(" ", s)
-        s = _STYLE_COMMAND.sub("", s)
-        s = _DFRAC_TFRAC.sub(r"\\frac", s)
-        s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
-        s = _DEGREES.sub("", s)
+        if "\\frac" in s:
+            s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
+        if "circ" in s or "degree" in s:
+            s = _DEGREES.sub("", s)
         s = s.replace("\\%", "%")
         s = _unwrap_text_commands(s, units)
-        s = _LEQ.sub("<=", s)
-        s = _GEQ.sub(">=", s)
-        s = _NEQ.sub("!=", s)
-        s = _LT.sub("<", s)
-        s = _GT.sub(">", s)
-        s = _VERTICAL_BAR.sub("|", s)
+        s = _rewrite_commands(s, _RELATION_COMMANDS).replace("\\|", "|")
+        s = s.replace("\\{", "{").replace("\\}", "}")
     else:
         s = s.replace("~", " ")
-    s = _INFINITY.sub(r"\\infty ", s)
-    if latex:
-        s = _LOGICAL_OR.sub(" or ", s)
-        s = s.replace("\\{", "{").replace("\\}", "}")
+    if "inf" in s:
+        s = _BARE_INFINITY.sub(r"\\infty ", s)
     s = " ".join(s.split())
     if units:
         for _ in range(2):
-            s = _BARE_UNITS.sub("", s).strip()
+            # the pattern is anchored at the end: searching only the tail keeps a long answer cheap
+            unit = _BARE_UNITS.search(s, max(0, len(s) - 40))
+            if unit is None:
+                break
+            s = s[: unit.start()].strip()
     s = s.rstrip(" .;")
     s = _ANSWER_PREFIX.sub("", s)
     if _THOUSANDS.match(s):
@@ -240,7 +253,12 @@ def tokenize(s: str) -> list[tuple[str, str]]:
 
 
 def _num(text: str) -> tuple:
-    return ("num", Fraction(text))
+    """A number literal ("42", "3.50", "4.", ".5") as an exact Fraction (built from ints: Fraction(str) is
+    several times slower)."""
+    whole, _, frac = text.partition(".")
+    if not frac:
+        return ("num", Fraction(int(whole or "0")))
+    return ("num", Fraction(int((whole or "0") + frac), 10 ** len(frac)))
 
 
 class _Parser:
@@ -561,6 +579,7 @@ _EQ = re.compile(r"=")
 _VAR = re.compile(r"^\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*$")
 _LHS = re.compile(r"^\s*(?:[a-zA-Z](?:_\{?\w+\}?)?|[a-zA-Z]\s*\([^()]*\)|\([a-zA-Z\s,]+\))\s*$")
 _MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(.*)\\end\{\1\}$", re.S)
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _IN = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*")
 INF = ("const", "inf")
 NEG_INF = ("neg", INF)
@@ -596,10 +615,10 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     parts = split_top(s, _OR)
     if len(parts) > 1:
         return ("or", [rec(p) for p in parts])
-    pm = re.findall(r"\\(?:pm|mp)(?![a-zA-Z])", s)
+    pm = _PLUS_MINUS.findall(s) if "\\pm" in s or "\\mp" in s else ()
     if len(pm) == 1:  # a \pm b: both values
         plus, minus = ("+", "-") if pm[0] == "\\pm" else ("-", "+")
-        return ("set", [rec(re.sub(r"\\(?:pm|mp)(?![a-zA-Z])", sign, s)) for sign in (plus, minus)])
+        return ("set", [rec(_PLUS_MINUS.sub(sign, s)) for sign in (plus, minus)])
     parts = split_top(s, _CUP)
     if len(parts) > 1:
         vals = [_as_interval(rec(p)) for p in parts]
