@@ -417,6 +417,7 @@ HEDGE = [
     (B("\\pm 2"), "2"),
     ("The answer is $3$ or $4$.", "3"),
     ("The answer is 3 or 4 apples", "4"),
+    ("I think it is 3 or 4", "4"),
 ]
 
 # undecidable: (response, reference, reason)

@@ -31,6 +31,7 @@ _DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
 _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
 _LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
 _TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
+_NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
 _MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
@@ -202,5 +203,8 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
         for num in _NUMBER.finditer(response):
             pass
         if num is not None:
-            return Extraction(num.group(0), "last_number", (num.group(0),))
+            # "... 3 or 4": a hedge, kept whole so that it is judged as one
+            hedge = _NUMBER_OR.search(response, max(0, num.start() - 40), num.start())
+            answer = response[hedge.start() : num.end()] if hedge else num.group(0)
+            return Extraction(answer, "last_number", (answer,))
     return Extraction(None, "none", ())
