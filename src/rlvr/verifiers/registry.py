@@ -20,7 +20,7 @@ F = TypeVar("F", bound=VerifierFn)
 _VERIFIERS: dict[str, VerifierFn] = {}
 _ISOLATION: dict[str, str] = {}
 _LOCK = threading.Lock()
-ISOLATION_LEVELS = ("inline", "process")
+ISOLATION_LEVELS = ("inline", "threads", "process")
 
 
 class UnknownVerifierError(KeyError, ValueError):
@@ -47,8 +47,10 @@ def register_verifier(name: str, *, replace: bool = False, isolation: str = "inl
     """Decorator registering ``fn`` under ``name``; returns ``fn`` unchanged.
 
     ``isolation`` says how the runner calls it: "inline" (in the caller's process: only for verifiers whose
-    own code bounds their time and memory on any input) or "process" (in a supervised worker process with a
-    hard timeout and memory cap: anything that parses, evaluates or executes untrusted text).
+    own code bounds their time and memory on any input), "threads" (in the caller's process on a thread pool:
+    verifiers that bound their own time and spend it waiting on sandboxed subprocesses) or "process" (in a
+    supervised worker process with a hard timeout and memory cap: anything that parses, evaluates or
+    executes untrusted text in-process).
     Registering a different function under a taken name raises ValueError unless ``replace=True``.
     Re-registering the same function (or a module reload of it) is a no-op.
     """
@@ -82,7 +84,7 @@ def get_verifier(name: str) -> VerifierFn:
 
 
 def verifier_isolation(name: str) -> str:
-    """How the verifier registered under ``name`` must be called: "inline" or "process"."""
+    """How the verifier registered under ``name`` must be called: "inline", "threads" or "process"."""
     get_verifier(name)
     return _ISOLATION[name]
 

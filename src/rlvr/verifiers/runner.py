@@ -12,6 +12,8 @@
 How a request is called
 - A registered verifier declared ``isolation="inline"`` (registry.py) is called directly in the caller's thread:
   no IPC, nothing to supervise (such verifiers bound their own time and memory on any input).
+- A registered verifier declared ``isolation="threads"`` (one that waits on sandboxed processes of its own, like
+  "code") is called in the caller's process on the runner's thread pool, so a batch runs across all cores.
 - A registered verifier declared ``isolation="process"`` and EVERY user callable (CallableRequest) runs in a pool
   of worker processes. Each call has a hard wall-clock budget (``options["timeout_s"]``, else the runner's
   ``timeout_s``); past it the worker and its whole process group get SIGKILL, a fresh worker takes its place and the
@@ -308,6 +310,7 @@ class _Resolved:
     reference: Any
     options: dict[str, Any]
     cacheable: bool
+    threaded: bool = False  # a "threads" verifier: called in this process on the runner's thread pool
 
 
 class _Task:
@@ -367,6 +370,7 @@ class _Core:
         self.cache_chars = 0
         self.hits = self.misses = 0
         self.inflight: dict[Any, _Task] = {}
+        self.thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.closed = False
         self.owner_pid = os.getpid()
         self.stats_ = _Stats()
@@ -384,7 +388,10 @@ class _Core:
         resolved = [self._resolve(item) for item in items]  # caller errors raise here, before anything runs
         out: list[Verdict | concurrent.futures.Future | None] = [None] * len(items)
         for i, r in enumerate(resolved):  # dispatch pooled calls first: they run while inline ones are computed
-            if not r.inline:
+            if r.threaded:
+                out[i] = self._threads().submit(_guarded_call, r.fn, r.response, r.reference,
+                                                _options_for(r.fn, r.options))
+            elif not r.inline:
                 out[i] = self._submit(r)
         latencies = []
         for i, r in enumerate(resolved):
@@ -415,9 +422,11 @@ class _Core:
         return verdicts
 
     def _resolve(self, item: Any) -> _Resolved:
+        threaded = False
         if isinstance(item, ScoreRequest):
             fn = get_verifier(item.verifier)
-            inline = _IN_WORKER or verifier_isolation(item.verifier) == "inline"
+            isolation = "inline" if _IN_WORKER else verifier_isolation(item.verifier)
+            inline, threaded = isolation == "inline", isolation == "threads"
             name, cacheable = item.verifier, True
         elif isinstance(item, CallableRequest):
             if not callable(item.fn):
@@ -430,7 +439,7 @@ class _Core:
             options = {}
         elif not isinstance(options, dict):
             raise TypeError(f"request options must be a dict, got {type(options).__name__}")
-        return _Resolved(inline, fn, name, item.response, item.reference, dict(options), cacheable)
+        return _Resolved(inline, fn, name, item.response, item.reference, dict(options), cacheable, threaded)
 
     def _submit(self, r: _Resolved) -> Verdict | concurrent.futures.Future:
         label = r.name if r.name is not None else _qualname(r.fn)
@@ -560,11 +569,20 @@ class _Core:
     def reset_stats(self) -> None:
         self.stats_.reset()
 
+    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self.lock:
+            if self.thread_pool is None:
+                self.thread_pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="rlvr-verifier")
+            return self.thread_pool
+
     def close(self) -> None:
         if os.getpid() != self.owner_pid:  # a forked child's copy (e.g. at its exit): the workers are not its own
             return
         self.closed = True
         self.pool.close()
+        if self.thread_pool is not None:
+            self.thread_pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------------------------------------- the pool
