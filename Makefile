@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install dev clean
+.PHONY: demo test install dev clean sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,15 @@ dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(BIN)/rlvr demo --out demo_out --seed 0
 
-test: $(VENV)/.installed-dev
+# The code verifier's sandbox needs bubblewrap (Debian's package); as root it is installed here, otherwise
+# `rlvr` reports that it is missing and refuses to run untrusted code without network isolation.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bubblewrap is missing: install it (apt-get install bubblewrap) for the code sandbox" >&2; fi; }
+
+test: $(VENV)/.installed-dev sandbox
 	$(BIN)/python -m pytest -q
 
 clean:
