@@ -175,6 +175,48 @@ def test_hostile_assert_programs_get_no_credit(name):
     assert_no_trace()
 
 
+def test_a_forged_library_name_gains_nothing():
+    program = py(
+        "def add(a, b):\n"
+        "    def anything(): pass\n"
+        "    anything.__module__ = 'unittest.mock'\n"
+        "    anything.__qualname__ = 'ANY'\n"
+        "    return anything\n"
+    )
+    v = verify("code", program, ADD_TESTS, **FAST)
+    assert v.score == 0.0, v.details
+
+
+def test_an_always_true_contains_gains_nothing():
+    program = py("class Everything:\n    def __contains__(self, x): return True\n    def __iter__(self): return iter(())\n"
+                 "def primes(n): return Everything()")
+    v = verify("code", program, assert_tests("assert 7 in primes(10)", "assert 4 not in primes(10)"), **FAST)
+    assert v.score == 0.5 and v.details["tests"][0]["status"] == "failed", v.details
+
+
+def test_garbage_on_the_channel_is_the_programs_failure():
+    program = py(
+        "import json, os, struct, sys\n"
+        "fd = json.loads(sys.argv[2])['channel'][1]\n"
+        "def add(a, b):\n"
+        "    body = b'[' * 100000 + b']' * 100000\n"
+        "    os.write(fd, struct.pack('>I', len(body)) + body)\n"
+        "    return a + b\n"
+    )
+    v = verify("code", program, ADD_TESTS, **FAST)
+    assert v.status == Status.INCORRECT and v.details["tests"][0]["reason"] == "program_exited", v.details
+
+
+def test_undecodable_responses_release_their_sandbox():
+    from rlvr.verifiers.code.sandbox import _SLOTS
+
+    for _ in range(3):
+        v = verify("code", "def add(a, b):\n    return a + b  # \ud800", ADD_TESTS, **FAST)
+        assert v.status == Status.CORRECT  # the lone surrogate (in a comment) is replaced, not a crash
+    assert _SLOTS.held == {}
+    assert_no_trace()
+
+
 def test_shadowed_builtins_do_not_reach_the_tests():
     program = py("def len(x): return 3\ndef f(): return []")
     v = verify("code", program, assert_tests("assert len(f()) == 3"), **FAST)
@@ -359,8 +401,8 @@ def test_filling_the_disk_is_capped():
         "        pass\n"
         "    return n\n"
     )
-    v = verify("code", program, assert_tests("assert add(1, 2) <= 64"), timeout_s=5, disk_bytes=32 * 1024 * 1024)
-    assert v.status == Status.CORRECT, v.details  # 32 MiB per tmpfs, both full, nothing more
+    v = verify("code", program, assert_tests("assert add(1, 2) <= 32"), timeout_s=5, disk_bytes=32 * 1024 * 1024)
+    assert v.status == Status.CORRECT, v.details  # 32 MiB across /tmp and /dev/shm, nothing more
     after = os.statvfs(tempfile.gettempdir())
     assert abs(after.f_bfree - before.f_bfree) * after.f_frsize < 64 * 1024 * 1024
     assert_no_trace()

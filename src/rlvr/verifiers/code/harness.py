@@ -9,8 +9,10 @@ plain value (exact builtin types) or another proxy. So:
     ``assert`` in the sandbox changes nothing here;
   - the program never sees a test or an expected value, so printing "PASSED", reading its own process or
     files, or inspecting frames gains nothing;
-  - library names the program imported (``math``, ``isclose``) are resolved to the checker's own copies,
-    so patching ``math.isclose`` in the sandbox does not change how a test is judged;
+  - modules the program imported (``math``) are resolved to the checker's own copies, so patching
+    ``math.isclose`` in the sandbox does not change how a test is judged;
+  - ``x in obj`` on a program object is decided here by iterating it, so an always-true ``__contains__``
+    gains nothing; program functions named like builtins (``len``, ``sorted``) are not given to the tests;
   - a program that exits (``sys.exit``, ``os._exit``, a crash) fails the test in progress and every test
     after it; a test that runs past ``timeout_s`` is "timeout", the sandbox is killed and the tests after
     it fail without being run, so an infinite loop costs one time budget, not one per test.
@@ -85,6 +87,7 @@ class Session:
         self.proc.stdin.close()
         # the program's own output is drained (and capped) so a chatty program never blocks on a full pipe
         self.output = {self.proc.stdout.fileno(): bytearray(), self.proc.stderr.fileno(): bytearray()}
+        self.finished: dict[int, bytearray] = {}  # streams that reached EOF
         self.deadline = time.monotonic() + sandbox.limits.timeout_s
         self.dead = False
         self.requests = 0
@@ -110,7 +113,7 @@ class Session:
                     continue
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    del self.output[fd]
+                    self.finished[fd] = self.output.pop(fd)
                     continue
                 buf = self.output[fd]
                 if len(buf) < cap:
@@ -119,7 +122,8 @@ class Session:
                 return
 
     def stderr(self) -> bytes:
-        return bytes(self.output.get(self.proc.stderr.fileno(), b""))[-4000:]
+        fd = self.proc.stderr.fileno()
+        return bytes(self.output.get(fd) or self.finished.get(fd) or b"")[-4000:]
 
     def receive(self) -> dict:
         if self.dead:
@@ -127,8 +131,8 @@ class Session:
         try:
             self._wait_readable()
             message = inside.recv(self.from_child)
-        except (EOFError, OSError, ValueError) as exc:
-            self.dead = True
+        except (EOFError, OSError, ValueError, RecursionError) as exc:
+            self.dead = True  # a closed channel, or bytes on it that are not our protocol
             raise ProgramExited from exc
         if not isinstance(message, dict):
             self.dead = True
@@ -156,7 +160,7 @@ class Session:
     def decode(self, data: Any) -> Any:
         try:
             return inside.decode(data, self._deref)
-        except (inside.EncodeError, TypeError, ValueError, KeyError) as exc:
+        except (inside.EncodeError, TypeError, ValueError, KeyError, RecursionError) as exc:
             self.dead = True  # the program wrote something that is not our protocol on the channel
             raise ProgramExited(f"malformed reply: {exc}") from exc
 
@@ -164,11 +168,11 @@ class Session:
         tag = data.get("#")
         if tag == "ref":
             return Remote(self, int(data["id"]), str(data.get("type", "object")))
-        if tag in ("module", "global"):
-            local = _library_object(data)
+        if tag == "module":
+            local = _checker_module(data.get("v"))
             if local is not None:
                 return local
-            return Remote(self, int(data["id"]), str(data.get("v") or data.get("name")))
+            return Remote(self, int(data["id"]), "module")
         raise inside.EncodeError(f"unexpected tag {tag!r}")
 
     def encode(self, value: Any) -> Any:
@@ -184,9 +188,8 @@ class Session:
         return data
 
 
-def _library_object(data: dict) -> Any:
-    """The checker's own copy of a library module or global the program refers to, if it has one."""
-    name = data.get("v") if data.get("#") == "module" else data.get("module")
+def _checker_module(name: Any) -> Any:
+    """The checker's own copy of a module the program refers to: standard library or already imported."""
     if not isinstance(name, str) or not name:
         return None
     top = name.split(".")[0]
@@ -195,17 +198,9 @@ def _library_object(data: dict) -> Any:
     if name not in sys.modules and top not in sys.stdlib_module_names:
         return None
     try:
-        module = importlib.import_module(name)
+        return importlib.import_module(name)
     except Exception:  # noqa: BLE001
         return None
-    if data.get("#") == "module":
-        return module
-    obj: Any = module
-    for part in str(data.get("name", "")).split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
 
 
 def _exception(error: Any) -> BaseException:
@@ -267,7 +262,8 @@ class Remote:
         return n
 
     def __contains__(self, item: Any) -> bool:
-        return self._req("contains", item=self._session.encode(item)) is True
+        # decided here on the values the object yields: a __contains__ that always says yes is never asked
+        return any(value is item or value == item for value in self)
 
     def __bool__(self) -> bool:
         return self._req("bool") is True

@@ -31,8 +31,7 @@ MAX_DEPTH = 100
 #   {"#": "tuple" | "set" | "frozenset", "v": [...]}   (a list is a JSON array)
 #   {"#": "dict", "v": [[k, v], ...]}   {"#": "float", "v": "nan" | "inf" | "-inf"}
 #   {"#": "bytes", "v": hex}   {"#": "complex", "v": [re, im]}   {"#": "ref", "id": n, "type": name}
-#   {"#": "module", "v": name, "id": n}   {"#": "global", "module": m, "name": q, "id": n}   (library
-#   objects: the checker uses its own copy when it has one, else the reference)
+#   {"#": "module", "v": name, "id": n}   (the checker uses its own copy of the module when it has one)
 
 
 class EncodeError(TypeError):
@@ -187,23 +186,13 @@ class _Objects:
 
 
 def _library_object(obj: object, objects: _Objects):
-    """Modules and functions/classes from importable libraries travel by name: the checker uses its own
-    copy, so a program that patches ``math.isclose`` here changes nothing there."""
+    """A module travels by name: the checker uses its own copy when it has one, so a program that patches
+    ``math.isclose`` here changes nothing there. (Only modules: a name can be claimed by any object, and a
+    module is harmless whatever name it claims.)"""
     import types
 
-    if isinstance(obj, types.ModuleType):
+    if isinstance(obj, types.ModuleType) and isinstance(getattr(obj, "__name__", None), str):
         return {"#": "module", "v": obj.__name__, "id": objects.ref(obj)}
-    module = getattr(obj, "__module__", None)
-    name = getattr(obj, "__qualname__", None)
-    if (
-        isinstance(module, str)
-        and isinstance(name, str)
-        and module not in ("solution", "__main__")
-        and (isinstance(obj, (type, types.BuiltinFunctionType)) or callable(obj))
-        and module in sys.modules
-        and "<" not in name
-    ):
-        return {"#": "global", "module": module, "name": name, "id": objects.ref(obj)}
     return None
 
 
@@ -266,8 +255,6 @@ def _serve(program: str, rfd: int, wfd: int) -> None:
                     continue
             elif op == "len":
                 result = len(target)
-            elif op == "contains":
-                result = decode(request["item"], deref) in target
             elif op == "bool":
                 result = bool(target)
             elif op == "repr":

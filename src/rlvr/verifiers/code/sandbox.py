@@ -18,6 +18,7 @@ dies with its first process; at the ``process`` level every process of the sandb
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -35,7 +36,7 @@ from pathlib import Path
 
 INSIDE = Path(__file__).with_name("inside.py")
 LEVELS = ("bwrap", "process")
-_UID_BASE = 200_000  # sandbox uids: _UID_BASE + 64 * (pid % 1024) + slot, never a real account
+_UID_BASE = 200_000  # sandbox uids: _UID_BASE + 0..4095, never a real account
 
 
 class SandboxUnavailable(RuntimeError):
@@ -100,23 +101,46 @@ def level_description(level: str) -> dict:
 
 
 class _UidSlots:
-    """Distinct uids for concurrent sandboxes, so one sandbox's process limit and signals never touch another."""
+    """Distinct uids for concurrent sandboxes, so one sandbox's process limit and signals never touch
+    another's. A uid is held with an exclusive lock on a file, so checker processes never share one."""
 
-    def __init__(self, size: int = 64):
-        self.free = list(range(size))
+    def __init__(self, size: int = 4096, per_process: int = 64):
+        self.size = size
+        self.available = threading.Semaphore(per_process)
+        self.held: dict[int, int] = {}  # uid -> fd of its lock file
         self.lock = threading.Lock()
-        self.available = threading.Semaphore(size)
 
-    def acquire(self) -> int:
-        self.available.acquire()
-        with self.lock:
-            slot = self.free.pop()
-        return _UID_BASE + 64 * (os.getpid() % 1024) + slot
+    def acquire(self, timeout_s: float = 30.0) -> int:
+        if not self.available.acquire(timeout=timeout_s):
+            raise SandboxUnavailable("every sandbox slot of this process is busy")
+        try:
+            directory = Path(tempfile.gettempdir()) / "rlvr-uid-locks"
+            directory.mkdir(mode=0o700, exist_ok=True)
+            start = (os.getpid() * 7919) % self.size
+            for k in range(self.size):
+                uid = _UID_BASE + (start + k) % self.size
+                with self.lock:
+                    if uid in self.held:
+                        continue
+                    fd = os.open(directory / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        os.close(fd)
+                        continue
+                    self.held[uid] = fd
+                    return uid
+            raise SandboxUnavailable("no free sandbox uid")
+        except BaseException:
+            self.available.release()
+            raise
 
     def release(self, uid: int) -> None:
         with self.lock:
-            self.free.append((uid - _UID_BASE) % 64)
-        self.available.release()
+            fd = self.held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # closing drops the lock
+            self.available.release()
 
 
 _SLOTS = _UidSlots()
@@ -167,8 +191,11 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
                 argv += ["--perms", "0755", "--dir", str(parent)]
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", str(box), "/box"]
-    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/dev/shm"]
-    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    # the program can write to two size-capped tmpfs mounts, /tmp and a small /dev/shm, disk_bytes in total
+    shm = max(1, min(16 << 20, disk_bytes // 8))
+    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(max(1, disk_bytes - shm)), "--tmpfs", "/tmp"]
+    argv += ["--chdir", "/tmp"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
@@ -210,21 +237,27 @@ class Sandbox:
                 "programs with the host's network at the 'process' level"
             )
         self.uid: int | None = None
-        if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
-            self.uid = _SLOTS.acquire()
-        self.dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-"))
-        os.chmod(self.dir, 0o755)
-        (self.dir / "solution.py").write_text(self.program, encoding="utf-8")
-        shutil.copyfile(INSIDE, self.dir / "inside.py")
-        for name in ("solution.py", "inside.py"):
-            os.chmod(self.dir / name, 0o644)
-        self.work = self.dir / "work"  # the program's cwd at the process level
-        self.work.mkdir()
-        if self.uid is not None and self.level == "process":
-            os.chown(self.work, self.uid, self.uid)
-        os.chmod(self.work, 0o700)
+        self.dir: Path | None = None
         self.procs: list[subprocess.Popen] = []
         self.closed = False
+        try:
+            if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
+                self.uid = _SLOTS.acquire()
+            self.dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-"))
+            os.chmod(self.dir, 0o755)
+            # a response may hold lone surrogates: they become U+FFFD (and a syntax error), not a crash
+            (self.dir / "solution.py").write_bytes(self.program.encode("utf-8", "replace"))
+            shutil.copyfile(INSIDE, self.dir / "inside.py")
+            for name in ("solution.py", "inside.py"):
+                os.chmod(self.dir / name, 0o644)
+            self.work = self.dir / "work"  # the program's cwd at the process level
+            self.work.mkdir()
+            if self.uid is not None and self.level == "process":
+                os.chown(self.work, self.uid, self.uid)
+            os.chmod(self.work, 0o700)
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> Sandbox:
         return self
@@ -308,7 +341,8 @@ class Sandbox:
             if self.level == "process":
                 kill_uid(self.uid)
             _SLOTS.release(self.uid)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def kill_uid(uid: int) -> int:
