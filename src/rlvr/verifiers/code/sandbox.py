@@ -174,6 +174,11 @@ def _python_dirs() -> list[str]:
 
 def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_bytes: int) -> list[str]:
     argv = [bwrap]
+    # the writable mounts come first, so that read-only binds below them (a venv under /tmp) stay visible;
+    # /tmp and a small /dev/shm are size-capped tmpfs mounts, disk_bytes in total
+    shm = max(1, min(16 << 20, disk_bytes // 8))
+    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(max(1, disk_bytes - shm)), "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
     for top in ("usr", "bin", "lib", "lib64", "lib32", "sbin", "etc"):
         path = Path("/") / top
         if path.is_symlink():
@@ -186,16 +191,11 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
             continue
         # parents are created searchable: a copy of /root's 0700 would lock the sandbox's uid out
         for parent in reversed(Path(d).parents[:-1]):
-            if str(parent) not in made:
+            if str(parent) not in made and str(parent) != "/tmp":
                 made.add(str(parent))
                 argv += ["--perms", "0755", "--dir", str(parent)]
         argv += ["--ro-bind", d, d]
-    argv += ["--ro-bind", str(box), "/box"]
-    # the program can write to two size-capped tmpfs mounts, /tmp and a small /dev/shm, disk_bytes in total
-    shm = max(1, min(16 << 20, disk_bytes // 8))
-    argv += ["--dev", "/dev", "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
-    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(max(1, disk_bytes - shm)), "--tmpfs", "/tmp"]
-    argv += ["--chdir", "/tmp"]
+    argv += ["--ro-bind", str(box), "/box", "--chdir", "/tmp"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
