@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install dev clean sandbox
+.PHONY: demo test install dev clean system
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,15 +27,18 @@ dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(BIN)/rlvr demo --out demo_out --seed 0
 
-# The code verifier's sandbox needs bubblewrap (Debian's package); as root it is installed here, otherwise
-# `rlvr` reports that it is missing and refuses to run untrusted code without network isolation.
-sandbox:
-	@command -v bwrap >/dev/null 2>&1 || { \
+# Debian packages the tests use: bubblewrap for the code verifier's sandbox, chromium to render `rlvr report`
+# pages. As root the missing ones are installed here; otherwise this says what to install (without
+# bubblewrap the code verifier refuses to run untrusted code; without chromium one test is skipped).
+system:
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
-	  else echo "bubblewrap is missing: install it (apt-get install bubblewrap) for the code sandbox" >&2; fi; }
+	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing system packages:$$missing (apt-get install$$missing)" >&2; fi; fi
 
-test: $(VENV)/.installed-dev sandbox
+test: $(VENV)/.installed-dev system
 	$(BIN)/python -m pytest -q
 
 clean:

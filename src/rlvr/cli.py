@@ -31,19 +31,55 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_summary(summary: dict) -> None:
+    for key, value in summary.items():
+        if isinstance(value, dict) and "ci95" in value:
+            low, high = value["ci95"]
+            if key.startswith(("pass@", "maj@", "reward")):
+                print(f"{key}: {100 * value['value']:.1f}% (95% CI {100 * low:.1f}-{100 * high:.1f})")
+            else:
+                print(f"{key}: {value['value']:.1f} (95% CI {low:.1f}-{high:.1f})")
+    print(f"tasks: {summary['n_tasks']}, samples per task: {summary['samples_per_task']}")
+
+
+def _print_comparison(result: dict) -> None:
+    a, b = result["curve"]
+    print(f"pass@k of {result['models']['b']} minus {result['models']['a']} on {result['n_tasks']} shared tasks "
+          "(paired bootstrap 95% CI):")
+    for key, diff in result["difference"].items():
+        k = key.split("@")[1]
+        low, high = diff["ci95"]
+        print(f"  {key}: {100 * result['curve'][a][k]:.1f}% -> {100 * result['curve'][b][k]:.1f}%  "
+              f"diff {100 * diff['value']:+.1f} (95% CI {100 * low:+.1f} to {100 * high:+.1f})")
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlvr.eval.report import evaluate_model
+    from rlvr.eval.report import compare_runs, evaluate_model
 
     ks = [int(k) for k in args.k.split(",") if k.strip()]
-    summary = evaluate_model(
-        args.model, args.data, verifier=args.verifier, samples=args.samples, ks=ks,
-        temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seed, out=args.out,
-    )
-    for key, value in summary.items():
-        if isinstance(value, dict):
-            low, high = value["ci95"]
-            print(f"{key}: {100 * value['value']:.1f}% (95% CI {100 * low:.1f}-{100 * high:.1f})")
-    print(f"tasks: {summary['n_tasks']}, samples per task: {summary['samples_per_task']}")
+    common = dict(verifier=args.verifier, samples=args.samples, ks=ks, temperature=args.temperature,
+                  max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet)
+    if args.baseline and not args.out:
+        raise ValueError("--baseline needs --out (the per-task files of both models are written beside it)")
+    summary = evaluate_model(args.model, args.data, out=args.out, **common)
+    _print_summary(summary)
+    if args.baseline:
+        out = Path(args.out)
+        base = evaluate_model(args.baseline, args.data, out=str(out.with_name(out.stem + ".baseline.json")), **common)
+        print(f"baseline {args.baseline}:")
+        _print_summary(base)
+        result = compare_runs(base["tasks_file"], summary["tasks_file"], out=out.with_name(out.stem + ".compare.json"),
+                              models=(args.baseline, args.model))
+        _print_comparison(result)
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from rlvr.eval.report import compare_runs
+
+    ks = [int(k) for k in args.k.split(",") if k.strip()] if args.k else None
+    result = compare_runs(args.baseline_tasks, args.model_tasks, ks=ks, seed=args.seed, out=args.out)
+    _print_comparison(result)
     return 0
 
 
@@ -65,6 +101,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     total = len(verdicts)
     print(" ".join(f"{status}={n} ({100 * n / total:.1f}%)" for status, n in sorted(counts.items())))
     print(f"mean score: {sum(v.score for v in verdicts) / total:.4f} over {total} rows")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from rlvr.eval.run_report import write_run_report
+
+    print(write_run_report(args.run_dir, out=args.out))
     return 0
 
 
@@ -106,14 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--temperature", type=float, default=None, help="default: 0 (greedy) for 1 sample, else 1.0")
     ev.add_argument("--max-new-tokens", type=int, default=256)
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--out", help="write the JSON summary here")
+    ev.add_argument("--out", help="write the JSON summary here (and the per-task rows beside it, .tasks.jsonl)")
+    ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N tasks (0 = all)")
+    ev.add_argument("--baseline", help="also evaluate this model folder on the same tasks and compare (needs --out)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
+
+    cmp_ = sub.add_parser("compare", help="paired comparison of two `rlvr eval` per-task files")
+    cmp_.add_argument("baseline_tasks", help="the baseline's .tasks.jsonl")
+    cmp_.add_argument("model_tasks", help="the model's .tasks.jsonl")
+    cmp_.add_argument("--k", default=None, help="comma-separated k (default: powers of two up to the samples)")
+    cmp_.add_argument("--seed", type=int, default=0)
+    cmp_.add_argument("--out", help="write the comparison JSON here")
+    cmp_.set_defaults(func=_cmd_compare)
 
     ver = sub.add_parser("verify", help="score JSONL rows that carry 'response' and 'reference'")
     ver.add_argument("--verifier", required=True)
     ver.add_argument("--input", required=True)
     ver.add_argument("--output", help="write one verdict row per input row here")
     ver.set_defaults(func=_cmd_verify)
+
+    rep = sub.add_parser("report", help="one self-contained HTML page of a run's metrics, evals and config")
+    rep.add_argument("run_dir", help="run directory holding metrics.jsonl, config.yaml and/or eval/*.json")
+    rep.add_argument("--out", help="directory for report.html and its PNGs (default: RUN_DIR/report)")
+    rep.set_defaults(func=_cmd_report)
     return parser
 
 

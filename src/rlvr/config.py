@@ -100,6 +100,8 @@ class TrainConfig:
     seed: int = 0  # one seed for python, numpy, torch and the data sampler
     out: str = "runs/rlvr"  # run directory (config.yaml, metrics.jsonl, checkpoint-STEP/)
     save_every: int = 0  # checkpoint every N steps (0 = only the final checkpoint)
+    eval_every: int = 0  # evaluate on data.eval every N steps and at the end (0 = never); needs data.eval
+    eval_samples: int = 1  # responses per eval task (1 = greedy pass@1; more = sampled at rollout.temperature)
     tensorboard: bool = False  # also write TensorBoard event files
     threads: int = 0  # torch CPU threads (0 = leave torch's default)
     progress: bool = True  # show a progress bar
@@ -161,6 +163,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.warmup_steps": (lambda v: v >= 0, ">= 0"),
     "train.micro_batch_size": (lambda v: v >= 0, ">= 0 (0 = whole step in one backward)"),
     "train.save_every": (lambda v: v >= 0, ">= 0 (0 = only the final checkpoint)"),
+    "train.eval_every": (lambda v: v >= 0, ">= 0 (0 = no evaluation during training)"),
+    "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
 }
 
@@ -287,6 +291,9 @@ def _build(values: dict, sources: dict) -> Config:
             where = sources.get(key, "<defaults>")
             raise ConfigError(f"{where}: {key}: expected {expected}, got {value!r}")
     validate_algo_names(cfg, sources)
+    if cfg.train.eval_every and not cfg.data.eval:
+        where = sources.get("train.eval_every", "<config>")
+        raise ConfigError(f"{where}: train.eval_every: needs data.eval (the held-out tasks to evaluate on)")
     if cfg.reward.terms:
         from rlvr.verifiers.compose import RewardSpecError, parse_spec
 

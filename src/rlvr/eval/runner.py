@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -18,6 +19,8 @@ class TaskResult:
     task_id: str
     responses: list[str]
     verdicts: list[Verdict]
+    lengths: list[int] = field(default_factory=list)  # response tokens, EOS included
+    task: Task | None = None
 
     @property
     def n_correct(self) -> int:
@@ -35,8 +38,10 @@ def sample_and_score(
     temperature: float = 0.0,
     batch_prompts: int = 64,
     verifier_options: dict | None = None,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> list[TaskResult]:
-    """``samples`` responses per task (greedy when temperature is 0), each with its verdict."""
+    """``samples`` responses per task (greedy when temperature is 0), each with its verdict. ``on_chunk(n)``
+    is called after every batch of n tasks (a progress bar)."""
     engine = make_engine("hf", model, tokenizer)
     params = SamplingParams(n=samples, max_new_tokens=max_new_tokens, temperature=temperature)
     results = []
@@ -45,6 +50,7 @@ def sample_and_score(
         with torch.inference_mode():
             batch = engine.generate([encode_prompt(tokenizer, t.prompt) for t in chunk], params)
         texts = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
+        lengths = batch.response_mask.sum(dim=1).tolist()
         requests = [
             ScoreRequest(t.verifier or verifier, texts[i * samples + j], t.reference, {**(verifier_options or {}), **t.verifier_options})
             for i, t in enumerate(chunk) for j in range(samples)
@@ -52,7 +58,9 @@ def sample_and_score(
         verdicts = score_batch(requests)
         for i, t in enumerate(chunk):
             rows = slice(i * samples, (i + 1) * samples)
-            results.append(TaskResult(t.id, texts[rows], verdicts[rows]))
+            results.append(TaskResult(t.id, texts[rows], verdicts[rows], [int(n) for n in lengths[rows]], t))
+        if on_chunk is not None:
+            on_chunk(len(chunk))
     return results
 
 

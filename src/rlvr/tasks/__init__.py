@@ -9,8 +9,13 @@ GENERATORS = ("arithmetic",)
 
 
 def load_tasks(source: str, *, prompt_field: str = "prompt", reference_field: str = "reference") -> list[Task]:
-    """Tasks from a JSONL path or a built-in generator spec such as ``arithmetic:train``."""
+    """Tasks from a JSONL path, a built-in generator spec such as ``arithmetic:train``, or a dataset preset
+    with a local file such as ``gsm8k:path.jsonl`` (presets.py)."""
     head = source.split(":", 1)[0]
+    from rlvr.tasks.presets import PRESETS, load_preset
+
+    if head in PRESETS and ":" in source:
+        return load_preset(head, source.split(":", 1)[1])
     if head in GENERATORS:
         from rlvr.tasks import arithmetic
 

@@ -163,6 +163,11 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             state["value_head"] = value_head.state_dict()
         return state
 
+    eval_tasks = None
+    if cfg.train.eval_every:
+        eval_tasks = load_tasks(cfg.data.eval, prompt_field=cfg.data.prompt_field,
+                                reference_field=cfg.data.reference_field)[: cfg.data.eval_size or None]
+        check_verifiers(eval_tasks, cfg.data.verifier)
     reward_runner = default_runner()
     reward_runner.reset_stats()
     with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress, completed=first_step - 1) as bar:
@@ -234,6 +239,8 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 "time_s": elapsed,
                 "tokens_per_s": float(lengths.sum()) / elapsed,
             }
+            if eval_tasks and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
+                row.update(evaluate_during_training(model, tokenizer, eval_tasks, cfg, step, run_dir))
             log.write(row)
             if on_step is not None:
                 on_step(row)
@@ -242,6 +249,32 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 save_checkpoint(run_dir, step, model, tokenizer, trainer_state())
     log.close()
     return run_dir
+
+
+def evaluate_during_training(model, tokenizer, tasks: list, cfg: Config, step: int, run_dir: Path) -> dict[str, float]:
+    """Evaluate on the held-out tasks (train.eval_every): the summary goes to RUN_DIR/eval/step-N.json with
+    per-task rows beside it, and its values into this step's metrics as "eval/<metric>". The sampling uses its
+    own seeded RNG stream, so evaluating does not change what training samples next."""
+    from rlvr.eval.report import evaluate_results, write_summary
+    from rlvr.eval.runner import sample_and_score
+
+    samples = cfg.train.eval_samples
+    ks = sorted({1, samples})
+    was_training = model.training
+    model.eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.train.seed * 1_000_003 + step)
+        results = sample_and_score(
+            model, tokenizer, tasks, verifier=cfg.data.verifier, samples=samples,
+            temperature=0.0 if samples == 1 else cfg.rollout.temperature,
+            max_new_tokens=cfg.rollout.max_new_tokens, verifier_options=cfg.data.verifier_options,
+        )
+    model.train(was_training)
+    summary, rows = evaluate_results(results, ks, verifier=cfg.data.verifier, seed=cfg.train.seed,
+                                     verifier_options=cfg.data.verifier_options)
+    summary.update({"step": step, "data": cfg.data.eval, "temperature": 0.0 if samples == 1 else cfg.rollout.temperature})
+    write_summary(run_dir / "eval" / f"step-{step}.json", summary, rows)
+    return {f"eval/{key}": value["value"] for key, value in summary.items() if isinstance(value, dict)}
 
 
 def reward_runner_metrics(stats: dict[str, Any]) -> dict[str, float]:
