@@ -196,6 +196,9 @@ def test_eval_errors_before_loading_anything(tmp_path, tiny_model_dir, capsys):
     assert "unknown verifier 'nope'" in capsys.readouterr().err
     assert main(["eval", "--model", str(tiny_model_dir), "--data", "arithmetic:eval:n=2", "--baseline", "x"]) == 2
     assert "--baseline needs --out" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_model_dir), "--data", "arithmetic:eval:n=2", "--baseline",
+                 str(tmp_path / "missing"), "--out", str(tmp_path / "o.json")]) == 2
+    assert f"--baseline: {tmp_path / 'missing'} is not a directory" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------ during training

@@ -61,6 +61,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                   max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet)
     if args.baseline and not args.out:
         raise ValueError("--baseline needs --out (the per-task files of both models are written beside it)")
+    if args.baseline and not Path(args.baseline).is_dir():
+        raise ValueError(f"--baseline: {args.baseline} is not a directory (expected a Hugging Face model folder)")
     summary = evaluate_model(args.model, args.data, out=args.out, **common)
     _print_summary(summary)
     if args.baseline:
