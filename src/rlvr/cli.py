@@ -186,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"rlvr {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        from rlvr.train.loop import TrainingDiverged
+
+        if not isinstance(exc, TrainingDiverged):
+            raise
+        print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print(f"rlvr {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -100,6 +100,8 @@ class TrainConfig:
     seed: int = 0  # one seed for python, numpy, torch and the data sampler
     out: str = "runs/rlvr"  # run directory (config.yaml, metrics.jsonl, checkpoint-STEP/)
     save_every: int = 0  # checkpoint every N steps (0 = only the final checkpoint)
+    keep_last: int = 0  # keep only the newest N checkpoints (0 = keep all)
+    max_bad_steps: int = 3  # stop after this many steps in a row with a NaN/Inf loss or gradient (each is skipped)
     eval_every: int = 0  # evaluate on data.eval every N steps and at the end (0 = never); needs data.eval
     eval_samples: int = 1  # responses per eval task (1 = greedy pass@1; more = sampled at rollout.temperature)
     tensorboard: bool = False  # also write TensorBoard event files
@@ -164,6 +166,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "train.micro_batch_size": (lambda v: v >= 0, ">= 0 (0 = whole step in one backward)"),
     "train.save_every": (lambda v: v >= 0, ">= 0 (0 = only the final checkpoint)"),
     "train.eval_every": (lambda v: v >= 0, ">= 0 (0 = no evaluation during training)"),
+    "train.keep_last": (lambda v: v >= 0, ">= 0 (0 = keep every checkpoint)"),
+    "train.max_bad_steps": (lambda v: v >= 1, ">= 1"),
     "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
 }

@@ -1,11 +1,13 @@
 """Checkpoints: a plain Hugging Face folder (save_pretrained) plus trainer_state.pt beside the weights.
 
-A checkpoint is written into a temporary folder and renamed into place when complete, so a folder named
-checkpoint-STEP is always whole.
+A checkpoint is written into a temporary folder, flushed to disk, and renamed into place when complete, so
+a folder named checkpoint-STEP is always whole: a kill during a save leaves the previous checkpoints usable
+and a ``.tmp-checkpoint-STEP`` folder that the next start removes.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -34,16 +36,62 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+TMP_PREFIX = ".tmp-checkpoint-"
+
+
+def _fsync_tree(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_file():
+            with open(child, "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any]) -> Path:
     final = run_dir / f"checkpoint-{step}"
-    tmp = run_dir / f".tmp-checkpoint-{step}"
+    tmp = run_dir / f"{TMP_PREFIX}{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    _fsync_tree(tmp)
+    if final.exists():  # the same step saved again (a resumed run): move the old one aside first
+        old = run_dir / f"{TMP_PREFIX}{step}-old"
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(final)
+    _fsync_dir(run_dir)
     return final
+
+
+def remove_partial_checkpoints(run_dir: Path) -> list[Path]:
+    """Delete the temporary folders of saves that never completed (a kill during a save)."""
+    removed = []
+    for child in run_dir.glob(f"{TMP_PREFIX}*"):
+        shutil.rmtree(child, ignore_errors=True)
+        removed.append(child)
+    return removed
+
+
+def prune_checkpoints(run_dir: Path, keep_last: int) -> list[Path]:
+    """Keep the newest ``keep_last`` complete checkpoints (0 keeps all); returns what was deleted."""
+    if keep_last <= 0:
+        return []
+    doomed = [path for _, path in list_checkpoints(run_dir)[:-keep_last]]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return doomed
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:

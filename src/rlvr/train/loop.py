@@ -8,6 +8,7 @@ policy loss, aggregation, KL, entropy terms, filters) is looked up by name in rl
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
 from pathlib import Path
@@ -21,7 +22,11 @@ from rlvr.config import Config, save_config
 from rlvr.models import load_model
 from rlvr.rollout import RolloutBatch, SamplingParams, make_engine
 from rlvr.tasks import PromptSampler, Task, load_tasks
-from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint, set_rng_state
+from rlvr.train.checkpoint import (
+    latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
+    set_rng_state,
+)
+from rlvr.train.manifest import write_manifest
 from rlvr.train.metrics import MetricsLog
 from rlvr.train.policy import ValueHead, policy_forward
 from rlvr.train.progress import progress_bar
@@ -100,9 +105,11 @@ def policy_update(
             sums[key] = sums.get(key, 0.0) + value * weight
     params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {**sums, "grad_norm": float(grad_norm)}
+    finite = math.isfinite(sums.get("loss", 0.0)) and bool(torch.isfinite(grad_norm))
+    if finite:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
+    return {**sums, "grad_norm": float(grad_norm), "bad_step": 0 if finite else 1}
 
 
 def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
@@ -141,7 +148,9 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
     overlong_buffer = int(algo.overlong_buffer_frac * cfg.rollout.max_new_tokens)
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    remove_partial_checkpoints(run_dir)  # what a kill during a save left behind
     save_config(cfg, run_dir / "config.yaml")
+    write_manifest(run_dir, cfg, resumed_from=checkpoint)
     log = MetricsLog(run_dir, tensorboard=cfg.train.tensorboard)
     first_step = 1
     if checkpoint is not None:
@@ -158,7 +167,9 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
         log.truncate_after(0)
 
     def trainer_state() -> dict[str, Any]:
-        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict()}
+        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
+                 "runner_counts": runner_counts(reward_runner.stats(), carried["runner"]),
+                 "bad_in_a_row": carried["bad_in_a_row"]}
         if value_head is not None:
             state["value_head"] = value_head.state_dict()
         return state
@@ -170,6 +181,9 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
         check_verifiers(eval_tasks, cfg.data.verifier)
     reward_runner = default_runner()
     reward_runner.reset_stats()
+    # counters that continue across a resume: reward-runner failures so far, non-finite steps in a row
+    carried = {"runner": dict(state.get("runner_counts", {})) if checkpoint is not None else {},
+               "bad_in_a_row": state.get("bad_in_a_row", 0) if checkpoint is not None else 0}
     with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress, completed=first_step - 1) as bar:
         for step in range(first_step, cfg.train.steps + 1):
             started = time.perf_counter()
@@ -234,11 +248,16 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 "groups": int(torch.unique(batch.group_index).numel()),
                 "sampling_rounds": rollouts.rounds,
                 "lr": scheduler.get_last_lr()[0],
-                **reward_runner_metrics(reward_runner.stats()),
+                **reward_runner_metrics(reward_runner.stats(), carried["runner"]),
                 **{f"verdict_{s}": n / len(rollouts.verdicts) for s, n in _status_counts(rollouts.verdicts).items()},
                 "time_s": elapsed,
                 "tokens_per_s": float(lengths.sum()) / elapsed,
             }
+            carried["bad_in_a_row"] = carried["bad_in_a_row"] + 1 if row["bad_step"] else 0
+            if carried["bad_in_a_row"] >= cfg.train.max_bad_steps:
+                log.write(row)
+                log.close()
+                raise TrainingDiverged(diverged_message(step, carried["bad_in_a_row"], cfg))
             if eval_tasks and (step % cfg.train.eval_every == 0 or step == cfg.train.steps):
                 row.update(evaluate_during_training(model, tokenizer, eval_tasks, cfg, step, run_dir))
             log.write(row)
@@ -247,6 +266,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             bar.advance(f"reward {row['reward_mean']:.3f}")
             if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
                 save_checkpoint(run_dir, step, model, tokenizer, trainer_state())
+                prune_checkpoints(run_dir, cfg.train.keep_last)
     log.close()
     return run_dir
 
@@ -277,11 +297,30 @@ def evaluate_during_training(model, tokenizer, tasks: list, cfg: Config, step: i
     return {f"eval/{key}": value["value"] for key, value in summary.items() if isinstance(value, dict)}
 
 
-def reward_runner_metrics(stats: dict[str, Any]) -> dict[str, float]:
+class TrainingDiverged(RuntimeError):
+    """train.max_bad_steps steps in a row had a non-finite loss or gradient."""
+
+
+def diverged_message(step: int, in_a_row: int, cfg: Config) -> str:
+    return (
+        f"step {step}: the loss or gradient was NaN/Inf for {in_a_row} steps in a row (steps {step - in_a_row + 1}-"
+        f"{step}; train.max_bad_steps={cfg.train.max_bad_steps}), so the run stopped; those steps were skipped and "
+        f"the last checkpoint is intact. Likely causes: a learning rate too high (train.lr={cfg.train.lr:g}), "
+        f"rewards or advantages that are not finite, or overflow in low precision (model.dtype={cfg.model.dtype})"
+    )
+
+
+def runner_counts(stats: dict[str, Any], before: dict[str, int]) -> dict[str, int]:
+    """Reward-runner failures since the run started, including those before a resume."""
+    return {key: int(stats[key]) + int(before.get(key, 0)) for key in ("timeouts", "errors", "worker_restarts")}
+
+
+def reward_runner_metrics(stats: dict[str, Any], before: dict[str, int] | None = None) -> dict[str, float]:
     """The reward runner's health since the run started: timeouts, errors, restarts and latency."""
+    counts = runner_counts(stats, before or {})
     return {
-        "reward_timeouts": stats["timeouts"], "reward_errors": stats["errors"],
-        "reward_worker_restarts": stats["worker_restarts"],
+        "reward_timeouts": counts["timeouts"], "reward_errors": counts["errors"],
+        "reward_worker_restarts": counts["worker_restarts"],
         "reward_latency_p50_ms": stats["latency_p50_ms"], "reward_latency_p99_ms": stats["latency_p99_ms"],
     }
 

@@ -22,8 +22,10 @@ class MetricsLog:
         """Keep only the lines of steps <= ``step`` (used when resuming, so each step appears once)."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        kept = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= step]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        tmp.replace(self.path)
 
     def write(self, row: dict[str, Any]) -> None:
         with self.path.open("a") as f:
@@ -36,6 +38,15 @@ class MetricsLog:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+
+
+def _step_of(line: str) -> int | None:
+    """The step of a metrics line; None for a blank line or one torn by a kill in the middle of writing it."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return row.get("step") if isinstance(row, dict) and isinstance(row.get("step"), int) else None
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
