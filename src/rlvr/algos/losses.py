@@ -16,15 +16,23 @@ names = _REGISTRY.names
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
 
-def register(name: str, *, default_agg: str = "token-mean"):
-    """Register fn(logp, old_logp, advantages, response_mask, **kw) -> (L[N, T], metrics)."""
+def register(name: str, *, default_agg: str = "token-mean", zero_at_zero_advantage: bool = False):
+    """Register fn(logp, old_logp, advantages, response_mask, **kw) -> (L[N, T], metrics).
+
+    ``zero_at_zero_advantage=True`` declares that a token with advantage 0 has loss 0 and gradient 0 whatever
+    the log-probs (true of every surrogate of the form A * f(ratio)); the trainer then skips the forward and
+    backward passes of responses whose advantages are all zero."""
     if default_agg not in AGG_MODES:
         raise ValueError(f"unknown aggregation {default_agg!r}; known: {', '.join(AGG_MODES)}")
-    return _REGISTRY.register(name, default_agg=default_agg)
+    return _REGISTRY.register(name, default_agg=default_agg, zero_at_zero_advantage=zero_at_zero_advantage)
 
 
 def default_agg(name: str) -> str:
     return _REGISTRY.info(name)["default_agg"]
+
+
+def zero_at_zero_advantage(name: str) -> bool:
+    return bool(_REGISTRY.info(name).get("zero_at_zero_advantage", False))
 
 
 def compute(
@@ -99,7 +107,7 @@ def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> float:
     return float((x * m).sum() / m.sum().clamp(min=1))
 
 
-@register("ppo", default_agg="token-mean")
+@register("ppo", default_agg="token-mean", zero_at_zero_advantage=True)
 def ppo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0.2, dual_clip=None, **_):
     """PPO clipped surrogate (Schulman et al., 2017, Eq. 7) per token: L = -min(A r, A clip(r, 1-eps_low, 1+eps_high)).
 
@@ -120,7 +128,7 @@ def ppo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0.
     }
 
 
-@register("gspo", default_agg="seq-mean-token-mean")
+@register("gspo", default_agg="seq-mean-token-mean", zero_at_zero_advantage=True)
 def gspo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0.2, **_):
     """GSPO (Zheng et al., 2025, "Group Sequence Policy Optimization", Eqs. 5-7 and the GSPO-token form, Eq. 13).
 
@@ -140,7 +148,7 @@ def gspo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0
     }
 
 
-@register("cispo", default_agg="token-mean")
+@register("cispo", default_agg="token-mean", zero_at_zero_advantage=True)
 def cispo(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0.2, **_):
     """CISPO (MiniMax, 2025, "MiniMax-M1", Eq. 4): L = -sg(clip(r, 1-eps_low, 1+eps_high)) A logp.
 

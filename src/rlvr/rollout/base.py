@@ -23,7 +23,8 @@ class RolloutBatch:
 
     prompt_ids/prompt_mask are left-padded [N, P]; response_ids/response_mask right-padded [N, T], the mask
     covering every generated token up to and including EOS. logprobs [N, T] are the sampling log-probs of
-    the temperature-scaled distribution (0 on padding). truncated[N] marks responses that hit max_new_tokens
+    the temperature-scaled distribution (0 on padding); entropy [N, T], when the engine provides it, is that
+    distribution's entropy at each position (so the trainer needs no forward pass to log it). truncated[N] marks responses that hit max_new_tokens
     without EOS.
     """
 
@@ -34,6 +35,7 @@ class RolloutBatch:
     logprobs: torch.Tensor
     truncated: torch.Tensor
     group_index: torch.Tensor
+    entropy: torch.Tensor | None = None  # [N, T] entropy of the temperature-scaled sampling distribution (0 on padding)
 
     @property
     def size(self) -> int:
@@ -76,6 +78,8 @@ def concat_batches(batches: list[RolloutBatch], pad_id: int) -> RolloutBatch:
         logprobs=torch.cat([_pad_right(b.logprobs, width, 0.0) for b in batches]),
         truncated=torch.cat([b.truncated for b in batches]),
         group_index=torch.cat(groups),
+        entropy=torch.cat([_pad_right(b.entropy, width, 0.0) for b in batches])
+        if all(b.entropy is not None for b in batches) else None,
     )
 
 
@@ -93,4 +97,5 @@ def select_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         logprobs=batch.logprobs[rows, :width],
         truncated=batch.truncated[rows],
         group_index=batch.group_index[rows],
+        entropy=batch.entropy[rows, :width] if batch.entropy is not None else None,
     )

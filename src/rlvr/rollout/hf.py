@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.algos.entropy import token_logprobs
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 
 
@@ -61,10 +60,11 @@ class HFEngine:
         def cat(k: int, fill) -> torch.Tensor:
             return torch.cat([torch.nn.functional.pad(p[k], (0, width - p[k].shape[1]), value=fill) for p in parts])
 
-        response_ids, response_mask, logprobs = cat(0, self.pad_id), cat(1, 0), cat(2, 0.0)
+        response_ids, response_mask, logprobs, entropy = cat(0, self.pad_id), cat(1, 0), cat(2, 0.0), cat(4, 0.0)
         truncated = torch.cat([p[3] for p in parts])
         group_index = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
-        return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask, logprobs, truncated, group_index)
+        return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask, logprobs, truncated, group_index,
+                            entropy)
 
     @torch.inference_mode()
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams):
@@ -81,20 +81,22 @@ class HFEngine:
 
         tokens = torch.full((n, params.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         logprobs = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
+        entropies = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
         lengths = torch.zeros(n, dtype=torch.long, device=device)
         finished = torch.zeros(n, dtype=torch.bool, device=device)
         live = torch.arange(n, device=device)  # rows of the full batch still in the model's batch
         for t in range(params.max_new_tokens):
+            scaled = logits if params.temperature == 0 else logits / params.temperature
+            log_dist = torch.log_softmax(scaled, dim=-1)
             if params.temperature == 0:
                 choice = logits.argmax(-1)
-                logp = token_logprobs(logits, choice)
             else:
-                scaled = logits / params.temperature
                 probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
                 choice = torch.multinomial(probs, 1).squeeze(-1)
-                logp = token_logprobs(scaled, choice)
+            logp = log_dist.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
             tokens[live, t] = choice
             logprobs[live, t] = logp
+            entropies[live, t] = -(log_dist.exp() * log_dist).sum(-1)
             lengths[live] = t + 1
             done = torch.isin(choice, eos)
             finished[live] = done
@@ -117,4 +119,5 @@ class HFEngine:
         model.train(was_training)
         width = max(int(lengths.max()), 1)
         response_mask = (torch.arange(width, device=device).unsqueeze(0) < lengths.unsqueeze(1)).long()
-        return tokens[:, :width].clone(), response_mask, logprobs[:, :width].clone(), ~finished
+        return (tokens[:, :width].clone(), response_mask, logprobs[:, :width].clone(), ~finished,
+                entropies[:, :width].clone() * response_mask)

@@ -59,13 +59,18 @@ def policy_update(
     width = loss_mask.shape[1]
     total_units = max(losses.aggregation_units(loss_mask, agg), 1)
     micro = cfg.train.micro_batch_size or batch.size
+    # entropy enters the loss only through entropy_coef or the forking-token mask; otherwise the value logged
+    # is the sampling distribution's, which the engine already computed
+    entropy_in_loss = algo.entropy_coef != 0 or algo.entropy_mask_rho is not None or batch.entropy is None
+    needed = rows_needing_gradients(adv, loss_mask, cfg, value_head, entropy_in_loss)
     sums: dict[str, float] = {}
-    for start in range(0, batch.size, micro):
-        rows = slice(start, start + micro)
+    for start in range(0, len(needed), micro):
+        rows = needed[start:start + micro]
         m = loss_mask[rows]
         out = policy_forward(
             model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows], batch.response_mask[rows],
-            temperature=cfg.rollout.temperature, with_entropy=True, entropy_grad=algo.entropy_coef != 0, value_head=value_head,
+            temperature=cfg.rollout.temperature, with_entropy=entropy_in_loss, entropy_grad=algo.entropy_coef != 0,
+            value_head=value_head,
         )
         # The weights are unchanged since sampling, so this forward's log-probs are the trainer's "old" log-probs.
         parts = offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[rows], batch.response_mask[rows])
@@ -90,10 +95,11 @@ def policy_update(
             kl_term = losses.aggregate(kl.estimate(out.logp, ref_logp, algo.kl_kind), m, agg, norm_length=width)
             loss = loss + algo.kl_coef * kl_term
             parts["kl"] = kl_term.item()
-        entropy_term = losses.aggregate(out.entropy, m, agg, norm_length=width)
-        if algo.entropy_coef:
-            loss = loss - algo.entropy_coef * entropy_term
-        parts["entropy"] = entropy_term.item()
+        if entropy_in_loss:
+            entropy_term = losses.aggregate(out.entropy, m, agg, norm_length=width)
+            if algo.entropy_coef:
+                loss = loss - algo.entropy_coef * entropy_term
+            parts["entropy"] = entropy_term.item()
         if value_head is not None:
             vf_loss, vf_parts = losses.value_loss(out.values, old_values[rows], returns[rows], m, clip=algo.value_clip)
             loss = loss + algo.value_coef * vf_loss
@@ -104,6 +110,13 @@ def policy_update(
         for key, value in parts.items():
             sums[key] = sums.get(key, 0.0) + value * weight
     params = [p for group in optimizer.param_groups for p in group["params"]]
+    if not len(needed):  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
+        for p in params:
+            p.grad = torch.zeros_like(p)
+    if not entropy_in_loss:
+        sums["entropy"] = float(losses.aggregate(batch.entropy, loss_mask, agg, norm_length=width))
+    sums.setdefault("loss", 0.0)
+    sums["rows_backpropagated"] = float(len(needed))
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
     finite = math.isfinite(sums.get("loss", 0.0)) and bool(torch.isfinite(grad_norm))
     if finite:
@@ -295,6 +308,21 @@ def evaluate_during_training(model, tokenizer, tasks: list, cfg: Config, step: i
     summary.update({"step": step, "data": cfg.data.eval, "temperature": 0.0 if samples == 1 else cfg.rollout.temperature})
     write_summary(run_dir / "eval" / f"step-{step}.json", summary, rows)
     return {f"eval/{key}": value["value"] for key, value in summary.items() if isinstance(value, dict)}
+
+
+def rows_needing_gradients(adv: torch.Tensor, loss_mask: torch.Tensor, cfg: Config, value_head,
+                           entropy_in_loss: bool) -> torch.Tensor:
+    """Indices of the rows whose loss can have a non-zero gradient. With a policy-gradient loss alone that
+    declares it (losses.register(..., zero_at_zero_advantage=True): ppo, gspo, cispo), a row
+    whose advantages are all zero (e.g. every group member got the same reward under GRPO) contributes
+    exactly zero loss and gradient, so its forward and backward passes are skipped; its tokens still count
+    in the normaliser (rlvr.algos.losses.aggregation_units over the whole batch), so the loss and gradient
+    equal the full-batch computation. Any other term (KL in the loss, entropy, a value head) keeps every row."""
+    every = torch.arange(adv.shape[0], device=adv.device)
+    if value_head is not None or entropy_in_loss or (cfg.algo.kl_coef > 0 and cfg.algo.kl_placement == "loss") \
+            or not losses.zero_at_zero_advantage(cfg.algo.loss):
+        return every
+    return every[((adv != 0) & (loss_mask > 0)).any(dim=1)]
 
 
 class TrainingDiverged(RuntimeError):
