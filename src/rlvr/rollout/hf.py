@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.rollout.base import RolloutBatch, SamplingParams
+from rlvr.rollout.llama_decoder import LlamaDecoder
 
 
 def left_pad(sequences: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,11 +38,14 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 
 class HFEngine:
-    def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: list[int] | int, batch_size: int = 0):
+    def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: list[int] | int, batch_size: int = 0,
+                 fast: bool = True):
         self.model = model
         self.pad_id = pad_id
         self.eos_ids = torch.tensor([eos_ids] if isinstance(eos_ids, int) else list(eos_ids), dtype=torch.long)
         self.batch_size = batch_size
+        self.fast = fast  # sample Llama-family models with llama_decoder.LlamaDecoder (same function, less overhead)
+        self.idle_fraction = 0.25  # lean decoder: finished rows leave the batch once they are this share of it
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model
@@ -75,8 +79,22 @@ class HFEngine:
         n = ids.shape[0]
         eos = self.eos_ids.to(device)
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
-        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        if self.fast and LlamaDecoder.supports(model):
+            # the n samples of a prompt share its prefix: run each distinct prompt once, then copy its cache
+            first: dict[tuple[int, ...], int] = {}
+            expand = torch.tensor([first.setdefault(tuple(p), len(first)) for p in prompts], device=device)
+            unique_rows = torch.zeros(len(first), dtype=torch.long, device=device)
+            unique_rows[expand] = torch.arange(n, device=device)  # any one row of each distinct prompt
+            decoder = LlamaDecoder(model, len(first), ids.shape[1] + params.max_new_tokens)
+            logits = decoder.forward(ids[unique_rows], positions[unique_rows], attn[unique_rows].bool()).float()
+            if len(first) < n:
+                decoder.select(expand)
+                logits = logits[expand]
+            cache = None
+        else:
+            decoder = None
+            out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
         next_pos = positions[:, -1] + 1
 
         tokens = torch.full((n, params.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
@@ -84,7 +102,8 @@ class HFEngine:
         entropies = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
         lengths = torch.zeros(n, dtype=torch.long, device=device)
         finished = torch.zeros(n, dtype=torch.bool, device=device)
-        live = torch.arange(n, device=device)  # rows of the full batch still in the model's batch
+        present = torch.arange(n, device=device)  # rows of the full batch in the model's batch
+        generating = torch.ones(n, dtype=torch.bool, device=device)  # which of those are still generating
         for t in range(params.max_new_tokens):
             scaled = logits if params.temperature == 0 else logits / params.temperature
             log_dist = torch.log_softmax(scaled, dim=-1)
@@ -93,28 +112,37 @@ class HFEngine:
             else:
                 probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
                 choice = torch.multinomial(probs, 1).squeeze(-1)
-            logp = log_dist.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
-            tokens[live, t] = choice
-            logprobs[live, t] = logp
-            entropies[live, t] = -(log_dist.exp() * log_dist).sum(-1)
-            lengths[live] = t + 1
-            done = torch.isin(choice, eos)
-            finished[live] = done
-            if t + 1 == params.max_new_tokens or bool(done.all()):
+            rows = present[generating]
+            tokens[rows, t] = choice[generating]
+            logprobs[rows, t] = log_dist.gather(-1, choice.unsqueeze(-1)).squeeze(-1)[generating]
+            entropies[rows, t] = -(log_dist.exp() * log_dist).sum(-1)[generating]
+            lengths[rows] = t + 1
+            done = torch.isin(choice, eos) & generating
+            finished[present[done]] = True
+            generating = generating & ~done
+            if t + 1 == params.max_new_tokens or not bool(generating.any()):
                 break
-            keep = ~done
-            if not bool(keep.all()):
-                live, choice, attn, next_pos = live[keep], choice[keep], attn[keep], next_pos[keep]
-                cache.batch_select_indices(keep.nonzero().squeeze(-1))
-            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
-            out = model(
-                input_ids=choice.unsqueeze(-1),
-                attention_mask=attn,
-                position_ids=next_pos.unsqueeze(-1),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+            # Finished rows leave the model's batch. Each removal copies the KV cache, so the lean decoder
+            # waits until a quarter of its rows are done (it computes a few idle rows meanwhile).
+            idle = int((~generating).sum())
+            if idle and idle >= (max(1, int(len(present) * self.idle_fraction)) if decoder is not None else 1):
+                kept = generating.nonzero().squeeze(-1)
+                present, choice, attn, next_pos = present[kept], choice[kept], attn[kept], next_pos[kept]
+                generating = generating[kept]
+                decoder.select(kept) if decoder is not None else cache.batch_select_indices(kept)
+            if decoder is not None:
+                logits = decoder.forward(choice.unsqueeze(-1), next_pos.unsqueeze(-1),
+                                         torch.ones_like(choice, dtype=torch.bool).unsqueeze(-1)).float()
+            else:
+                attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
+                out = model(
+                    input_ids=choice.unsqueeze(-1),
+                    attention_mask=attn,
+                    position_ids=next_pos.unsqueeze(-1),
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                cache, logits = out.past_key_values, out.logits[:, -1, :].float()
             next_pos = next_pos + 1
         model.train(was_training)
         width = max(int(lengths.max()), 1)
