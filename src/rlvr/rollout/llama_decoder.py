@@ -7,8 +7,8 @@ built once per generate call; on a CPU, pre-packed for oneDNN), keeps keys and v
 tensors, and runs a handful of tensor ops per layer. It computes the same function as ``LlamaForCausalLM`` (RMSNorm, rotary embeddings with the
 model's own inverse frequencies and scaling, grouped-query attention, SwiGLU MLP); tests compare its logits
 with the model's (they agree to float32 rounding, about 1e-6). Models outside that family, or with features this file does not implement (attention or
-MLP biases, rope scaling types other than the default, sliding windows), are sampled through the model's own
-forward instead (``LlamaDecoder.supports``).
+MLP biases, rope scaling types other than the default, sliding windows), and models above 500M parameters
+(the fused weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
 """
 
 from __future__ import annotations
@@ -68,10 +68,14 @@ class LlamaDecoder:
         self.length = 0  # positions filled in the cache
         self.key_mask = torch.zeros((rows, max_len), dtype=torch.bool, device=device)  # real (non-pad) keys
 
+    MAX_PARAMS = 500_000_000  # the fused (and packed) weights are a copy made per generate call
+
     @staticmethod
     def supports(model) -> bool:
         cfg = getattr(model, "config", None)
         if cfg is None or getattr(cfg, "model_type", None) != "llama":
+            return False
+        if sum(p.numel() for p in model.parameters()) > LlamaDecoder.MAX_PARAMS:
             return False
         rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
         return (
