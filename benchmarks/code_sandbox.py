@@ -8,7 +8,7 @@ function name) and --io-tasks stdin/stdout tasks with as many cases each. Then:
   1. runs every task alone through `verify("code", ...)` and prints the median and p90 milliseconds per
      test case (a task's wall time divided by its number of tests), separately for assert and io tests;
   2. runs all tasks in one `score_batch([ScoreRequest("code", ...), ...])`, which scores "threads"
-     verifiers on the runner's thread pool (--workers threads; default: the runner's own size), and
+     verifiers on the runner's thread pool (with --workers W: verify() on a pool of W threads), and
      prints tasks and tests per second;
   3. exits non-zero unless every verdict is "correct".
 Prints the isolation level the sandboxes ran at (see docs/security.md).
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--tests-per-task", type=int, default=5, help="tests per task (io cases per io task)")
     parser.add_argument("--io-tasks", type=int, default=10, help="stdin/stdout tasks")
     parser.add_argument("--workers", type=int, default=None,
-                        help="threads scoring the batch (default: the runner's own, max(2, cpu count))")
+                        help="threads scoring the batch (default: score_batch on the runner's own pool)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.tasks < 0 or args.io_tasks < 0 or args.tasks + args.io_tasks == 0 or args.tests_per_task < 1:
@@ -172,16 +172,8 @@ def main() -> None:
     from rlvr.verifiers.code import isolation_level
 
     runner = RewardRunner()
-    threads = max(2, os.cpu_count() or 2)
-    if args.workers is not None:
-        # The runner sizes its verifier thread pool itself; a benchmark may swap in one of another size.
-        core = getattr(runner, "_core", None)
-        if core is not None and getattr(core, "thread_pool", "missing") is None:
-            core.thread_pool = concurrent.futures.ThreadPoolExecutor(args.workers, thread_name_prefix="rlvr-verifier")
-            threads = args.workers
-        else:
-            print("warning: cannot size this runner's thread pool; --workers ignored", file=sys.stderr)
     set_default_runner(runner)
+    threads = args.workers or max(2, os.cpu_count() or 2)
 
     r = random.Random(args.seed)
     k = args.tests_per_task
@@ -221,12 +213,18 @@ def main() -> None:
             print(f"  per {label:11s} median {statistics.median(ms):7.2f} ms  p90 {percentile(ms, 0.9):7.2f} ms"
                   f"   (per task median {statistics.median(task_ms):7.2f} ms, p90 {percentile(task_ms, 0.9):7.2f} ms)")
 
-    # 2. one batch
+    # 2. one batch: score_batch runs "threads" verifiers on the runner's pool; --workers uses a pool of that size
     start = time.perf_counter()
-    batch = score_batch([ScoreRequest("code", response, reference) for _, response, reference in tasks])
+    if args.workers is None:
+        batch = score_batch([ScoreRequest("code", response, reference) for _, response, reference in tasks])
+        how = f"score_batch, {threads} threads"
+    else:
+        with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+            batch = list(pool.map(lambda task: verify("code", task[1], task[2]), tasks))
+        how = f"verify on {threads} threads"
     batch_s = time.perf_counter() - start
     total_tests = sum(n_tests.values())
-    print(f"batch (score_batch, {threads} threads): {len(tasks)} tasks in {batch_s:.2f} s = "
+    print(f"batch ({how}): {len(tasks)} tasks in {batch_s:.2f} s = "
           f"{len(tasks) / batch_s:.1f} tasks/s, {total_tests / batch_s:.1f} tests/s "
           f"(speed-up over one at a time: {sequential_s / batch_s:.2f}x)")
 

@@ -112,7 +112,7 @@ def code_verifier(
         with Sandbox(program, limits, network=bool(network), level=isolation) as sandbox:
             details: dict[str, Any] = {**sandbox.details(), "style": style}
             if style == "tests":
-                run = run_assert_tests(program, tests, sandbox)
+                run = run_assert_tests(tests, sandbox)
                 results = run.results
                 if run.load_error:
                     details["load_error"] = run.load_error[:500]

@@ -300,7 +300,7 @@ class AssertRun:
     details: dict = field(default_factory=dict)
 
 
-def run_assert_tests(program: str, tests: list[str], sandbox: Sandbox) -> AssertRun:
+def run_assert_tests(tests: list[str], sandbox: Sandbox) -> AssertRun:
     limits = sandbox.limits
     cpu_s = limits.timeout_s * (len(tests) + 1)
     session = Session(sandbox, cpu_s)
