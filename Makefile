@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install dev clean system
+.PHONY: demo test install dev clean system lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,14 +12,21 @@ $(BIN)/python:
 
 # torch is pinned and installed first: this version is the CPU wheel these machines carry, and a bare
 # `torch` requirement would otherwise pull several GB of CUDA packages.
-$(VENV)/.installed: $(BIN)/python pyproject.toml
+# requirements.lock pins every other dependency to the versions the tests and the README's figures were measured with.
+LOCK := requirements.lock
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -c $(LOCK) -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@
+
+# Rewrite the lock from the current environment (after a deliberate upgrade; then re-measure the README's figures).
+lock: $(VENV)/.installed-dev
+	{ sed -n '1,3p' $(LOCK); $(BIN)/pip freeze --exclude-editable | sed 's/+cpu$$//'; } > $(LOCK).new && mv $(LOCK).new $(LOCK)
 
 install: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
