@@ -19,8 +19,9 @@ def test_demo_pipeline_in_miniature(tmp_path, capsys):
     assert lines[-1].endswith("on 20 held-out tasks")
     assert 0.0 <= result.before <= 1.0 and 0.0 <= result.after <= 1.0
     assert json.loads((tmp_path / "result.json").read_text())["n_heldout"] == 20
-    report = (tmp_path / "report.html").read_text()
-    assert "<svg" in report and "<polyline" in report
+    report = (tmp_path / "report" / "report.html").read_text()
+    assert report.count("data:image/png;base64,") >= 2  # the training curves
+    assert "heldout-before-rl.json" in report and "heldout-after-rl.json" in report  # both held-out evaluations
     final = tmp_path / "rl" / "checkpoint-2"
     AutoModelForCausalLM.from_pretrained(final)
     AutoTokenizer.from_pretrained(final)

@@ -11,7 +11,8 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.eval.majority import equivalence_for, group_answers, majority_at_k, task_majority
-from rlvr.eval.report import bootstrap_ci, compare_rows, paired_bootstrap_ci
+from rlvr.eval.compare import compare_rows
+from rlvr.eval.intervals import bootstrap_ci, paired_bootstrap_ci
 from rlvr.tasks import DataError, load_tasks
 from rlvr.verifiers import Status, Verdict
 

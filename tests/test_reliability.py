@@ -152,15 +152,15 @@ def test_manifest_records_versions_config_seed_and_data_hashes(tmp_path, tiny_mo
 
 def _nan_losses(monkeypatch, bad_steps: set[int]):
     """Make the policy loss NaN on the given steps (the guard must skip those updates)."""
-    import rlvr.train.loop as loop
+    import rlvr.train.learner as loop
 
     real = loop.losses.compute
     calls = {"step": 0}
-    real_update = loop.policy_update
+    real_learn = loop.learn
 
-    def update(*args, **kwargs):
+    def learn(*args, **kwargs):
         calls["step"] += 1
-        return real_update(*args, **kwargs)
+        return real_learn(*args, **kwargs)
 
     def compute(*args, **kwargs):
         loss, parts = real(*args, **kwargs)
@@ -169,9 +169,12 @@ def _nan_losses(monkeypatch, bad_steps: set[int]):
         return loss, parts
 
     monkeypatch.setattr(loop.losses, "compute", compute)
-    monkeypatch.setattr(loop, "policy_update", update)
+    monkeypatch.setattr(loop, "learn", learn)
+    import rlvr.train.loop as train_loop
+
+    monkeypatch.setattr(train_loop, "learn", learn)
     # every row goes through the loss (rows with zero advantage are otherwise skipped)
-    monkeypatch.setattr(loop, "rows_needing_gradients", lambda adv, *a, **k: torch.arange(adv.shape[0]))
+    monkeypatch.setattr(loop, "rows_needing_gradients", lambda exp, *a, **k: torch.arange(exp.size))
 
 
 def test_a_nan_step_is_skipped_and_logged(tmp_path, tiny_model_dir, monkeypatch):

@@ -78,7 +78,7 @@ def test_resume_continues_exactly(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("kl_coef, placement, models_seen", [(0.0, "loss", 1), (0.1, "loss", 2), (0.1, "reward", 2)])
 def test_reference_model_only_runs_when_kl_is_on(warm_model_dir, tmp_path, monkeypatch, kl_coef, placement, models_seen):
-    import rlvr.train.loop as loop
+    import rlvr.train.learner as loop
 
     seen = set()
     real = loop.policy_forward

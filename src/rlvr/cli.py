@@ -13,7 +13,7 @@ from rlvr import __version__
 def _cmd_demo(args: argparse.Namespace) -> int:
     from rlvr.demo import run_demo
 
-    run_demo(Path(args.out), seed=args.seed, progress=not args.quiet)
+    run_demo(Path(args.out), seed=args.seed, progress=not args.quiet, overrides=args.overrides)
     return 0
 
 
@@ -54,11 +54,13 @@ def _print_comparison(result: dict) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlvr.eval.report import compare_runs, evaluate_model
+    from rlvr.eval import evaluate_model
+    from rlvr.eval.compare import compare_runs
 
     ks = [int(k) for k in args.k.split(",") if k.strip()]
     common = dict(verifier=args.verifier, samples=args.samples, ks=ks, temperature=args.temperature,
-                  max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet)
+                  max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet,
+                  engine=args.engine)
     if args.baseline and not args.out:
         raise ValueError("--baseline needs --out (the per-task files of both models are written beside it)")
     if args.baseline and not Path(args.baseline).is_dir():
@@ -77,7 +79,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from rlvr.eval.report import compare_runs
+    from rlvr.eval.compare import compare_runs
 
     ks = [int(k) for k in args.k.split(",") if k.strip()] if args.k else None
     result = compare_runs(args.baseline_tasks, args.model_tasks, ks=ks, seed=args.seed, out=args.out)
@@ -131,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo_out", help="directory for the models, run and report (default: demo_out)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                      help="changes to the RL phase's config, e.g. rollout.engine=NAME (the held-out evaluations use it too)")
     demo.set_defaults(func=_cmd_demo)
 
     tr = sub.add_parser("train", help="RL-train a model as a YAML config says")
@@ -154,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="write the JSON summary here (and the per-task rows beside it, .tasks.jsonl)")
     ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N tasks (0 = all)")
     ev.add_argument("--baseline", help="also evaluate this model folder on the same tasks and compare (needs --out)")
+    ev.add_argument("--engine", default="hf", help="rollout engine, by registered name (default: hf)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
 

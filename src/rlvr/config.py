@@ -49,7 +49,8 @@ class DataConfig:
 
 @dataclass
 class RolloutConfig:
-    engine: str = "hf"  # generation engine
+    engine: str = "hf"  # generation engine, by registered name (rlvr.rollout.register_engine)
+    engine_options: dict = field(default_factory=dict)  # keyword options for the engine's factory
     group_size: int = 8  # responses sampled per prompt
     max_new_tokens: int = 32  # response length limit in tokens
     temperature: float = 1.0  # sampling temperature (0 = greedy)
@@ -82,6 +83,16 @@ class AlgoConfig:
     value_coef: float = 0.5  # weight of the value loss (estimators that need a critic, e.g. gae)
     value_clip: float | None = 0.2  # value clipping range (None = off)
     epsilon: float = 1e-6  # added to the group std when normalising advantages
+    ppo_epochs: int = 1  # passes over each rollout batch (PPO's K epochs; TRL num_iterations; verl ppo_epochs)
+    mini_batches: int = 1  # optimizer steps per pass: the batch is split into this many mini-batches
+    shuffle_mini_batches: bool = True  # reshuffle rows before splitting each pass into mini-batches (seeded)
+    norm_length: int | None = None  # seq-mean-token-sum-norm's constant length (None = rollout.max_new_tokens)
+    kl_target: float | None = None  # adaptive KL controller's target KL (Ziegler et al., 2019); None = fixed kl_coef
+    kl_horizon: int = 10000  # adaptive KL controller's horizon, in samples
+    ref_update_every: int = 0  # reset the reference model to the current policy every N steps (0 = never)
+    critic: str = "head"  # estimators that need values: "head" (a value head on the policy's trunk) or "model" (own copy)
+    critic_lr: float | None = None  # learning rate of a separate critic model (None = train.lr)
+    critic_warmup_steps: int = 0  # steps at the start where only the critic is trained (separate critic model)
 
 
 @dataclass
@@ -96,6 +107,8 @@ class TrainConfig:
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping norm
     warmup_steps: int = 0  # linear learning-rate warmup steps
+    lr_schedule: str = "constant"  # after warm-up: constant, linear (to 0 at train.steps) or cosine (to lr_min_ratio)
+    lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
     micro_batch_size: int = 0  # sequences per backward pass (0 = whole step in one backward)
     seed: int = 0  # one seed for python, numpy, torch and the data sampler
     out: str = "runs/rlvr"  # run directory (config.yaml, metrics.jsonl, checkpoint-STEP/)
@@ -128,17 +141,23 @@ _HINTS: dict[str, dict[str, Any]] = {s: typing.get_type_hints(cls) for s, cls in
 _ALL_KEYS = [f"{s}.{k}" for s, hints in _HINTS.items() for k in hints]
 
 
+def _engine_names() -> list[str]:
+    from rlvr.rollout import engine_names
+
+    return engine_names()
+
+
 def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
     return choices.__contains__, "one of " + ", ".join(choices)
 
 
 # Ranges and choices: dotted key -> (check, what was expected). A None value (where allowed) skips its check.
-_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+_RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "model.dtype": _one_of("float32", "bfloat16", "float16"),
     "model.device": (re.compile(r"(auto|cpu|mps|cuda(:[0-9]+)?)").fullmatch, "auto, cpu, cuda, cuda:N or mps"),
     "data.prompts_per_step": (lambda v: v >= 1, ">= 1"),
     "data.eval_size": (lambda v: v >= 0, ">= 0 (0 = all eval rows)"),
-    "rollout.engine": _one_of("hf"),
+    "rollout.engine": (lambda v: v in _engine_names(), lambda: "a registered engine: " + ", ".join(_engine_names())),
     "rollout.group_size": (lambda v: v >= 1, ">= 1"),
     "rollout.max_new_tokens": (lambda v: v >= 1, ">= 1"),
     "rollout.temperature": (lambda v: v >= 0, ">= 0"),
@@ -159,6 +178,17 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algo.overlong_penalty_factor": (lambda v: v >= 0, ">= 0"),
     "algo.value_coef": (lambda v: v >= 0, ">= 0"),
     "algo.value_clip": (lambda v: v > 0, "null or > 0"),
+    "algo.ppo_epochs": (lambda v: v >= 1, ">= 1"),
+    "algo.mini_batches": (lambda v: v >= 1, ">= 1"),
+    "algo.norm_length": (lambda v: v >= 1, "null or >= 1"),
+    "algo.kl_target": (lambda v: v > 0, "null or > 0"),
+    "algo.kl_horizon": (lambda v: v >= 1, ">= 1"),
+    "algo.ref_update_every": (lambda v: v >= 0, ">= 0 (0 = never)"),
+    "algo.critic": _one_of("head", "model"),
+    "algo.critic_lr": (lambda v: v > 0, "null or > 0"),
+    "algo.critic_warmup_steps": (lambda v: v >= 0, ">= 0"),
+    "train.lr_schedule": _one_of("constant", "linear", "cosine"),
+    "train.lr_min_ratio": (lambda v: 0 <= v <= 1, "0 <= ratio <= 1"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
     "train.lr": (lambda v: v > 0, "> 0"),
     "train.weight_decay": (lambda v: v >= 0, ">= 0"),
@@ -293,11 +323,16 @@ def _build(values: dict, sources: dict) -> Config:
         value = getattr(getattr(cfg, section), name)
         if value is not None and not check(value):
             where = sources.get(key, "<defaults>")
+            expected = expected() if callable(expected) else expected
             raise ConfigError(f"{where}: {key}: expected {expected}, got {value!r}")
     validate_algo_names(cfg, sources)
     if cfg.train.eval_every and not cfg.data.eval:
         where = sources.get("train.eval_every", "<config>")
         raise ConfigError(f"{where}: train.eval_every: needs data.eval (the held-out tasks to evaluate on)")
+    if cfg.algo.overlong_buffer_frac and any(isinstance(t, dict) and t.get("kind") == "overlong" for t in cfg.reward.terms):
+        where = sources.get("algo.overlong_buffer_frac", "<config>")
+        raise ConfigError(f"{where}: algo.overlong_buffer_frac: the reward terms already have an overlong term; "
+                          "use one of the two, not both (they would penalise length twice)")
     if cfg.reward.terms:
         from rlvr.verifiers.compose import RewardSpecError, parse_spec
 

@@ -8,22 +8,26 @@ examples/arithmetic.yaml, and evaluated again.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from transformers.utils import logging as hf_logging
 
-from rlvr.config import config_from_dict
-from rlvr.eval import mean_pass_at_k, sample_and_score
+from rlvr.config import Config, config_from_dict, load_config
+from rlvr.eval import evaluate_tasks
+from rlvr.eval.run_report import write_run_report
 from rlvr.models import TinySpec, build_tiny_model, load_model
-from rlvr.eval.html_report import write_demo_report
+from rlvr.rollout import build_engine
+from rlvr.rollout.episodes import Scoring
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems, sample_problems
 from rlvr.train import sft, train
 from rlvr.train.loop import seed_everything
-from rlvr.train.metrics import read_metrics
 
 MODEL = TinySpec(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 TASKS = ArithmeticSpec(digits=2, ops="+")
@@ -50,10 +54,26 @@ class DemoResult:
     final_checkpoint: str
 
 
-def heldout_pass_at_1(model, tokenizer, tasks) -> float:
-    """Greedy pass@1 on held-out tasks."""
-    results = sample_and_score(model, tokenizer, tasks, verifier="exact", samples=1, temperature=0.0, max_new_tokens=8)
-    return mean_pass_at_k(results, 1)
+def heldout_pass_at_1(model, tokenizer, tasks, cfg: Config, out: Path) -> float:
+    """Greedy pass@1 on held-out tasks with the configured engine; the summary is written to ``out``."""
+    options = dict(cfg.rollout.engine_options)
+    engine = build_engine(cfg.rollout.engine, model, tokenizer, **options)
+    summary = evaluate_tasks(engine, tokenizer, tasks, Scoring(cfg.data.verifier, dict(cfg.data.verifier_options)),
+                             samples=1, ks=[1], temperature=0.0, max_new_tokens=cfg.rollout.max_new_tokens, out=out)
+    return summary["pass@1"]["value"]
+
+
+def rl_config(warm: Path, out: Path, *, seed: int, progress: bool, rl_steps: int | None,
+              overrides: Sequence[str] = ()) -> Config:
+    """The RL phase's config: RL_CONFIG with the run's paths and seed, then ``overrides`` (dotted key=value)."""
+    tree = copy.deepcopy(RL_CONFIG)
+    tree["model"] = {"path": str(warm)}
+    tree["train"].update(steps=rl_steps or RL_CONFIG["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress)
+    if not overrides:
+        return config_from_dict(tree, source="demo")
+    base = out / "demo-config.yaml"
+    base.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return load_config(base, list(overrides))
 
 
 def run_demo(
@@ -64,8 +84,11 @@ def run_demo(
     sft_steps: int = SFT_STEPS,
     rl_steps: int | None = None,
     heldout_tasks: int = HELDOUT_TASKS,
+    overrides: Sequence[str] = (),
 ) -> DemoResult:
-    """The whole demo; the keyword arguments shrink it for smoke tests (the defaults are the real demo)."""
+    """The whole demo; the keyword arguments shrink it for smoke tests (the defaults are the real demo).
+    ``overrides`` (dotted key=value, e.g. ``rollout.engine=NAME``) change the RL phase's config; the held-out
+    evaluations use the same engine."""
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,35 +107,19 @@ def run_demo(
     warm = out / "sft-model"
     model.save_pretrained(warm)
     tokenizer.save_pretrained(warm)
-    before = heldout_pass_at_1(model, tokenizer, heldout)
+    cfg = rl_config(warm, out, seed=seed, progress=progress, rl_steps=rl_steps, overrides=overrides)
+    heldout_dir = out / "rl" / "eval"
+    before = heldout_pass_at_1(model, tokenizer, heldout, cfg, heldout_dir / "heldout-before-rl.json")
     print(f"demo: after the supervised warm start, held-out pass@1 = {100 * before:.1f}%")
 
-    cfg = config_from_dict(
-        {**RL_CONFIG, "model": {"path": str(warm)},
-         "train": {**RL_CONFIG["train"], "steps": rl_steps or RL_CONFIG["train"]["steps"], "seed": seed,
-                   "out": str(out / "rl"), "progress": progress}},
-        source="demo",
-    )
     run_dir = train(cfg)
     final = run_dir / f"checkpoint-{cfg.train.steps}"
     trained, trained_tokenizer = load_model(final)
-    after = heldout_pass_at_1(trained, trained_tokenizer, heldout)
+    after = heldout_pass_at_1(trained, trained_tokenizer, heldout, cfg, heldout_dir / "heldout-after-rl.json")
 
     result = DemoResult(before, after, len(heldout), time.perf_counter() - started, str(final))
     (out / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-    report = write_demo_report(
-        out / "report.html",
-        metrics=read_metrics(run_dir),
-        summary={
-            "held-out pass@1 before RL": f"{100 * before:.1f}%",
-            "held-out pass@1 after RL": f"{100 * after:.1f}%",
-            "held-out tasks": len(heldout),
-            "RL steps": cfg.train.steps,
-            "final checkpoint": final,
-            "seed": seed,
-            "wall time": f"{result.seconds:.0f} s",
-        },
-    )
+    report = write_run_report(run_dir, out / "report")
     print(f"demo: report {report}; final checkpoint {final}")
     print(f"demo: pass@1 before={100 * before:.1f}% after={100 * after:.1f}% on {len(heldout)} held-out tasks")
     return result

@@ -48,6 +48,27 @@ def group_stats(rewards: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tenso
     return count[group], total[group], (total / count)[group]
 
 
+def constant_groups(rewards: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Bool [N]: True where every response of the response's group got exactly the same reward.
+
+    Such a group carries no learning signal; the group-baseline estimators return exactly 0 for it, which a
+    floating-point ``r - mean`` does not guarantee (eight rewards of 0.7 have a float32 mean of 0.70000005)."""
+    if rewards.numel() == 0:
+        return torch.zeros(0, dtype=torch.bool, device=rewards.device)
+    _, group = torch.unique(index, return_inverse=True)
+    n_groups = int(group.max()) + 1
+    r = rewards.detach()
+    lo = torch.full((n_groups,), float("inf"), dtype=r.dtype, device=r.device).scatter_reduce(0, group, r, "amin")
+    hi = torch.full((n_groups,), float("-inf"), dtype=r.dtype, device=r.device).scatter_reduce(0, group, r, "amax")
+    return (lo == hi)[group]
+
+
+def centred(rewards: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """r_i - mean of its group, exactly 0 for groups whose rewards are all equal."""
+    _, _, mean = group_stats(rewards, index)
+    return torch.where(constant_groups(rewards, index), torch.zeros_like(rewards), rewards - mean)
+
+
 def group_std(rewards: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Per-response unbiased sample std of its group (0 for groups of size 1)."""
     _, group = torch.unique(index, return_inverse=True)
@@ -64,16 +85,15 @@ def grpo(rewards, index, response_mask, *, epsilon: float = 1e-6, **_):
 
     std is the unbiased sample std of the group; a group of size 1 gets advantage 0.
     """
-    count, _, mean = group_stats(rewards, index)
-    adv = (rewards - mean) / (group_std(rewards, index) + epsilon)
+    count, _, _ = group_stats(rewards, index)
+    adv = centred(rewards, index) / (group_std(rewards, index) + epsilon)
     return broadcast(torch.where(count > 1, adv, torch.zeros_like(adv)), response_mask)
 
 
 @register("dr_grpo")
 def dr_grpo(rewards, index, response_mask, **_):
     """Dr. GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training", Eq. 3): A_i = r_i - mean_g, no std scaling."""
-    _, _, mean = group_stats(rewards, index)
-    return broadcast(rewards - mean, response_mask)
+    return broadcast(centred(rewards, index), response_mask)
 
 
 @register("rloo")
@@ -84,7 +104,8 @@ def rloo(rewards, index, response_mask, **_):
     """
     count, total, _ = group_stats(rewards, index)
     baseline = (total - rewards) / (count - 1).clamp(min=1)
-    adv = torch.where(count > 1, rewards - baseline, torch.zeros_like(rewards))
+    informative = (count > 1) & ~constant_groups(rewards, index)
+    adv = torch.where(informative, rewards - baseline, torch.zeros_like(rewards))
     return broadcast(adv, response_mask)
 
 
@@ -111,22 +132,40 @@ def _reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
     return x.flip(-1).cumsum(-1).flip(-1)
 
 
+def _reinforce_pp_whitened(score, index, response_mask, token_rewards, epsilon):
+    """Per-token returns score_i + sum_{t' >= t} token_rewards (gamma = 1), whitened over the batch's valid tokens."""
+    m = _valid(response_mask, score.dtype)
+    returns = broadcast(score, response_mask)
+    has_token_rewards = token_rewards is not None and bool((token_rewards.to(score.dtype) * m).ne(0).any())
+    if has_token_rewards:
+        returns = returns + _reverse_cumsum(token_rewards.to(score.dtype) * m) * m
+    adv = masked_whiten(returns, response_mask, epsilon)
+    if not has_token_rewards:  # a group with equal rewards stays at exactly 0 rather than -mean/std of the batch
+        adv = adv * (~constant_groups(score, index)).to(adv.dtype).unsqueeze(-1)
+    return adv
+
+
 @register("reinforce_pp", needs=("token_rewards",))
 def reinforce_pp(rewards, index, response_mask, *, token_rewards=None, epsilon: float = 1e-6, **_):
-    """REINFORCE++-baseline (Hu et al., 2025, "REINFORCE++: Stabilizing Critic-Free Policy Optimization with Global
-    Advantage Normalization", the REINFORCE++-baseline advantage: group-mean baseline, then global normalization).
-
-    score_i = r_i - mean_g (a group of size 1 scores 0). With ``token_rewards`` [N, T] (e.g. -kl_coef * KL per
-    token) the per-token return is score_i + sum_{t' >= t} token_rewards[i, t'] over valid tokens (gamma = 1);
-    otherwise score_i on every valid token. The result is whitened over all valid tokens of the batch,
-    (A - mean) / (std + epsilon), with the population (biased) std; see ``masked_whiten``.
+    """REINFORCE++ (Hu et al., 2025, "REINFORCE++: Stabilizing Critic-Free Policy Optimization with Global
+    Advantage Normalization", Sec. 3): no per-prompt baseline; the per-token return is the outcome reward plus
+    the per-token ``token_rewards`` (e.g. -kl_coef * KL) summed to the end of the response (gamma = 1), and the
+    returns are normalised over every valid token of the batch (global advantage normalisation, population std;
+    see ``masked_whiten``). A batch whose rewards are all equal (and has no token rewards) gets exactly 0.
     """
-    m = _valid(response_mask, rewards.dtype)
-    _, _, mean = group_stats(rewards, index)
-    returns = broadcast(rewards - mean, response_mask)
-    if token_rewards is not None:
-        returns = returns + _reverse_cumsum(token_rewards.to(rewards.dtype) * m) * m
-    return masked_whiten(returns, response_mask, epsilon)
+    batch = torch.zeros_like(index)
+    return _reinforce_pp_whitened(centred(rewards, batch), batch, response_mask, token_rewards, epsilon)
+
+
+@register("reinforce_pp_baseline", needs=("token_rewards",))
+def reinforce_pp_baseline(rewards, index, response_mask, *, token_rewards=None, epsilon: float = 1e-6, **_):
+    """REINFORCE++-baseline (Hu et al., 2025, Sec. 3, the variant for group sampling): score_i = r_i - mean of its
+    group, then the same per-token returns and global normalisation as ``reinforce_pp``.
+
+    A group whose rewards are all equal carries no signal and keeps advantage exactly 0 on every token when there
+    are no per-token rewards (global normalisation would otherwise shift it by -mean/std of the batch).
+    """
+    return _reinforce_pp_whitened(centred(rewards, index), index, response_mask, token_rewards, epsilon)
 
 
 @register("remax", needs=("baseline_rewards",))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.eval.plots import plot_metrics_by_step, plot_pass_at_k_curves
-from rlvr.train.metrics import read_metrics
+from rlvr.jsonl import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None) -> Path
     rows: list[dict[str, Any]] = []
     if metrics_path.is_file():
         try:
-            rows = read_metrics(run_dir)
+            rows = read_jsonl(metrics_path)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{metrics_path} is not valid JSON lines: {exc}") from exc
     if not rows and not eval_files:

@@ -1,16 +1,26 @@
-"""Generation engines behind one interface (rollout.base.RolloutEngine); ``hf`` is the built-in one."""
+"""Generation engines behind one interface (rollout.base.RolloutEngine) and one registry; ``hf`` is built in."""
 
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.rollout.hf import HFEngine
-
-ENGINES = ("hf",)
-
-
-def make_engine(name: str, model, tokenizer, *, batch_size: int = 0) -> RolloutEngine:
-    if name != "hf":
-        raise ValueError(f"unknown rollout engine {name!r}; known: {', '.join(ENGINES)}")
-    eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
-    return HFEngine(model, pad_id=tokenizer.pad_token_id, eos_ids=eos, batch_size=batch_size)
+from rlvr.rollout.registry import build_engine, engine_names, logprobs_serve_as_old_policy, register_engine
 
 
-__all__ = ["ENGINES", "HFEngine", "RolloutBatch", "RolloutEngine", "SamplingParams", "make_engine"]
+@register_engine("hf")
+def _build_hf(model, tokenizer, *, batch_size: int = 0, fast: bool = True) -> HFEngine:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return HFEngine(model, pad_id=tokenizer.pad_token_id, eos_ids=eos, batch_size=batch_size, fast=fast)
+
+
+def make_engine(name: str, model, tokenizer, *, batch_size: int = 0, **options) -> RolloutEngine:
+    """``build_engine`` with the hf engine's batch_size keyword kept for existing callers."""
+    if batch_size:
+        options["batch_size"] = batch_size
+    return build_engine(name, model, tokenizer, **options)
+
+
+__all__ = [
+    "HFEngine", "RolloutBatch", "RolloutEngine", "SamplingParams", "build_engine", "engine_names",
+    "logprobs_serve_as_old_policy", "make_engine", "register_engine",
+]

@@ -24,8 +24,13 @@ class RolloutBatch:
     prompt_ids/prompt_mask are left-padded [N, P]; response_ids/response_mask right-padded [N, T], the mask
     covering every generated token up to and including EOS. logprobs [N, T] are the sampling log-probs of
     the temperature-scaled distribution (0 on padding); entropy [N, T], when the engine provides it, is that
-    distribution's entropy at each position (so the trainer needs no forward pass to log it). truncated[N] marks responses that hit max_new_tokens
-    without EOS.
+    distribution's entropy at each position (so the trainer needs no forward pass to log it). truncated[N] marks
+    responses that hit max_new_tokens without EOS.
+
+    response_mask is the ATTENTION mask of the response positions; loss_mask [N, T] marks the positions the
+    policy is trained on. They differ when a response holds tokens the model did not choose (tool or environment
+    output, attended to but never trained on) or a filter drops a row from the loss; an engine that does not set
+    loss_mask gets a copy of response_mask.
     """
 
     prompt_ids: torch.Tensor
@@ -36,6 +41,11 @@ class RolloutBatch:
     truncated: torch.Tensor
     group_index: torch.Tensor
     entropy: torch.Tensor | None = None  # [N, T] entropy of the temperature-scaled sampling distribution (0 on padding)
+    loss_mask: torch.Tensor | None = None  # [N, T] positions trained on (None -> a copy of response_mask)
+
+    def __post_init__(self) -> None:
+        if self.loss_mask is None:
+            self.loss_mask = self.response_mask.clone()
 
     @property
     def size(self) -> int:
@@ -80,6 +90,7 @@ def concat_batches(batches: list[RolloutBatch], pad_id: int) -> RolloutBatch:
         group_index=torch.cat(groups),
         entropy=torch.cat([_pad_right(b.entropy, width, 0.0) for b in batches])
         if all(b.entropy is not None for b in batches) else None,
+        loss_mask=torch.cat([_pad_right(b.loss_mask, width, 0) for b in batches]),
     )
 
 
@@ -98,4 +109,5 @@ def select_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         truncated=batch.truncated[rows],
         group_index=batch.group_index[rows],
         entropy=batch.entropy[rows, :width] if batch.entropy is not None else None,
+        loss_mask=batch.loss_mask[rows, :width],
     )

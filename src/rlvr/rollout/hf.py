@@ -1,6 +1,7 @@
 """The ``hf`` engine: batched sampling from a Hugging Face causal LM with its KV cache, in-process.
 
-It shares the trainer's model object, so there are no weights to sync. Rows that finish early drop out of
+It shares the trainer's model object, so syncing weights is a reference swap and its log-probs are the
+trainer's own (up to kernel rounding), fit to serve as the old policy's for a single update per batch. Rows that finish early drop out of
 the batch, so the cost of a step follows the live responses, not the longest one.
 """
 
@@ -38,6 +39,8 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 
 class HFEngine:
+    logprobs_serve_as_old_policy = True
+
     def __init__(self, model: torch.nn.Module, *, pad_id: int, eos_ids: list[int] | int, batch_size: int = 0,
                  fast: bool = True):
         self.model = model

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.jsonl import write_jsonl  # noqa: F401  (re-exported: the one JSONL writer)
 from rlvr.tasks.base import DataError, Prompt, Task
 
 _PROMPT_EXPECTED = "expected a string or a list of chat messages"
@@ -89,20 +90,6 @@ def read_rows(path: str | os.PathLike[str], *, required: Sequence[str] = ()) -> 
     if not rows:
         raise DataError(f"{os.fspath(path)}: no rows (the file is empty or has only blank lines)")
     return rows
-
-
-def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> int:
-    """Write one JSON object per line (UTF-8), creating parent folders; returns the number of rows written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        for row in rows:
-            if not isinstance(row, dict):
-                raise TypeError(f"row {count}: expected a dict, got {type(row).__name__}")
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    return count
 
 
 def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple[str, str, str, str]) -> Task:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlvr.jsonl import append_jsonl, read_jsonl
+
 
 class MetricsLog:
     def __init__(self, run_dir: Path, *, tensorboard: bool = False):
@@ -28,8 +30,7 @@ class MetricsLog:
         tmp.replace(self.path)
 
     def write(self, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.path, row)
         if self._tb is not None:
             for key, value in row.items():
                 if key != "step" and isinstance(value, (int, float)):
@@ -50,5 +51,4 @@ def _step_of(line: str) -> int | None:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(Path(run_dir) / "metrics.jsonl")

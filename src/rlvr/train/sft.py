@@ -6,7 +6,7 @@ import torch
 
 from rlvr.models import encode_prompt
 from rlvr.tasks.base import Prompt
-from rlvr.train.progress import progress_bar
+from rlvr.progress import progress_bar
 
 
 def sft_batch(tokenizer, pairs: list[tuple[Prompt, str]], device) -> dict[str, torch.Tensor]:

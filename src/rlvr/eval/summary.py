@@ -1,0 +1,88 @@
+"""Per-task rows and the summary of an evaluation: pass@k, maj@k, mean reward and response length, each with a
+95% bootstrap interval over tasks (CONTRACTS.md C5)::
+
+    {"pass@1": {"value": 0.52, "ci95": [0.48, 0.56]}, "pass@4": {...}, "maj@4": {...},
+     "reward_mean": {...}, "response_length": {...}, "n_tasks": 500, "samples_per_task": 4, ...}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.eval.intervals import stat as _stat
+from rlvr.eval.majority import equivalence_for, task_majority
+from rlvr.eval.passk import pass_at_k
+from rlvr.eval.sampling import TaskResult
+from rlvr.jsonl import write_jsonl
+
+def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, seed: int = 0,
+              verifier_options: dict | None = None) -> list[dict[str, Any]]:
+    """One JSON-able row per task: its samples, verdicts and per-task pass@k / maj@k."""
+    rows = []
+    for r in results:
+        n = len(r.verdicts)
+        name = (r.task.verifier if r.task is not None and r.task.verifier else None) or verifier
+        options = {**(verifier_options or {}), **(r.task.verifier_options if r.task is not None else {})}
+        maj = task_majority(r.verdicts, ks, equivalence_for(name, options), seed=seed)
+        rows.append({
+            "task_id": r.task_id,
+            "n": n,
+            "correct": r.n_correct,
+            **{f"pass@{k}": pass_at_k(n, r.n_correct, k) for k in ks},
+            **{f"maj@{k}": maj[k] for k in ks},
+            "reward_mean": sum(v.score for v in r.verdicts) / n,
+            "response_length": sum(r.lengths) / n if r.lengths else 0.0,
+            "samples": [
+                {"response": text, "score": v.score, "status": v.status.value, "reason": v.reason,
+                 "extracted": v.extracted, "length": length}
+                for text, v, length in zip(r.responses, r.verdicts, r.lengths or [0] * n)
+            ],
+        })
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]], ks: Sequence[int], *, seed: int = 0) -> dict[str, Any]:
+    if not rows:
+        raise ValueError("no tasks to summarize")
+    summary: dict[str, Any] = {}
+    for k in ks:
+        summary[f"pass@{k}"] = _stat([row[f"pass@{k}"] for row in rows], seed)
+    for k in ks:
+        summary[f"maj@{k}"] = _stat([row[f"maj@{k}"] for row in rows], seed)
+    summary["reward_mean"] = _stat([row["reward_mean"] for row in rows], seed)
+    summary["response_length"] = _stat([row["response_length"] for row in rows], seed)
+    summary["n_tasks"] = len(rows)
+    summary["samples_per_task"] = rows[0]["n"]
+    return summary
+
+
+def evaluate_results(results: list[TaskResult], ks: Sequence[int], *, verifier: str, seed: int = 0,
+                     verifier_options: dict | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    rows = task_rows(results, ks, verifier=verifier, seed=seed, verifier_options=verifier_options)
+    return summarize(rows, ks, seed=seed), rows
+
+
+def check_ks(ks: Sequence[int], samples: int) -> list[int]:
+    ks = sorted(set(int(k) for k in ks))
+    bad = [k for k in ks if not 1 <= k <= samples]
+    if bad or not ks:
+        raise ValueError(f"--k {','.join(map(str, bad)) or '(none)'}: each k must be between 1 and --samples ({samples})")
+    return ks
+
+
+def write_summary(out: str | Path, summary: dict[str, Any], rows: list[dict[str, Any]] | None = None,
+                  tasks_out: str | Path | None = None) -> dict[str, Any]:
+    """Write ``summary`` to ``out`` (and ``rows`` to the tasks file); returns the summary as written."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if rows is not None:
+        tasks_path = Path(tasks_out) if tasks_out else out.with_name(out.stem + ".tasks.jsonl")
+        write_jsonl(tasks_path, rows)
+        summary = {**summary, "tasks_file": str(tasks_path)}
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    tmp.replace(out)
+    return summary

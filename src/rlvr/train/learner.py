@@ -1,0 +1,254 @@
+"""The learner: an experience batch is prepared once (old and reference log-probs, values, shaped rewards,
+advantages), then ``algo.ppo_epochs`` passes over it, each split into ``algo.mini_batches`` optimizer steps; each
+mini-batch may be split further into micro-batches of ``train.micro_batch_size`` rows for memory.
+
+    exp = prepare_experience(model, samples.batch, rewards, parts, cfg)
+    metrics = learn(model, optimizer, exp, parts, cfg, generator=g, on_update=engine_sync)
+
+This is PPO's update structure (Schulman et al., 2017, Algorithm 1: K epochs of minibatch SGD on the same samples),
+as DAPO (16 updates per rollout batch), GSPO (several mini-batches), verl (ppo_epochs, ppo_mini_batch_size) and TRL
+(num_iterations, steps_per_generation) run it. The ratio is taken against the trainer's own old log-probs: they
+come from a forward pass before the first update whenever the engine's log-probs may differ from the trainer's,
+there is more than one update, or a part needs them (TIS); otherwise the engine's log-probs serve.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rlvr.algos import advantages, losses, offpolicy
+from rlvr.config import Config
+from rlvr.rollout import RolloutBatch
+from rlvr.train.parts import StepPart
+from rlvr.train.policy import PolicyOutput, policy_forward
+
+
+@dataclass
+class Experience:
+    """One rollout batch with everything computed once before the updates. Tensors are [N, T] unless noted."""
+
+    batch: RolloutBatch
+    rewards: torch.Tensor  # [N] sequence rewards
+    loss_mask: torch.Tensor  # positions trained on (the batch's loss mask, narrowed by parts such as overlong filtering)
+    old_logp: torch.Tensor  # the old policy's log-probs (the trainer's, or the engine's where they serve)
+    old_from_rollout: bool  # old_logp are the engine's sampling log-probs
+    token_rewards: torch.Tensor  # per-token reward terms (e.g. a KL penalty), 0 elsewhere
+    norm_length: int  # seq-mean-token-sum-norm's constant length
+    advantages: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return self.batch.size
+
+
+def updates_per_batch(cfg: Config, rows: int) -> tuple[int, int]:
+    """(passes, optimizer steps per pass); a batch smaller than algo.mini_batches gets one row per mini-batch."""
+    return cfg.algo.ppo_epochs, max(1, min(cfg.algo.mini_batches, rows))
+
+
+@torch.no_grad()
+def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, *, value_head=None) -> PolicyOutput:
+    """No-grad log-probs (and values) of the given rows, in micro-batches; [len(rows), T]."""
+    micro = cfg.train.micro_batch_size or max(len(rows), 1)
+    outs = []
+    for start in range(0, len(rows), micro):
+        r = rows[start:start + micro]
+        outs.append(policy_forward(model, batch.prompt_ids[r], batch.prompt_mask[r], batch.response_ids[r],
+                                   batch.response_mask[r], temperature=cfg.rollout.temperature, value_head=value_head))
+    if not outs:
+        return PolicyOutput(batch.logprobs[:0])
+    return PolicyOutput(torch.cat([o.logp for o in outs]),
+                        values=torch.cat([o.values for o in outs]) if value_head is not None else None)
+
+
+def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
+                       *, engine_logprobs_serve: bool, reference=None,
+                       baseline_rewards: torch.Tensor | None = None) -> Experience:
+    """Old log-probs, reference log-probs and values once; then the parts shape rewards and masks; then advantages."""
+    every = torch.arange(batch.size, device=batch.response_ids.device)
+    needs = set().union(*(p.needs for p in parts.values()))
+    epochs, mini_batches = updates_per_batch(cfg, batch.size)
+    old_from_rollout = engine_logprobs_serve and epochs * mini_batches == 1 and "old_logp" not in needs
+    value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
+    exp = Experience(
+        batch=batch, rewards=rewards, loss_mask=batch.loss_mask.clone(), old_logp=batch.logprobs,
+        old_from_rollout=old_from_rollout, token_rewards=torch.zeros(batch.response_mask.shape, device=rewards.device),
+        norm_length=cfg.algo.norm_length or cfg.rollout.max_new_tokens,
+    )
+    if not old_from_rollout or "values" in needs:
+        was_training = model.training
+        model.eval()
+        out = forward_rows(model, batch, every, cfg, value_head=value_head if "values" in needs else None)
+        model.train(was_training)
+        if not old_from_rollout:
+            exp.old_logp = out.logp
+            exp.metrics.update(offpolicy.mismatch_metrics(out.logp, batch.logprobs, batch.response_mask))
+        exp.old_values = out.values
+    if "ref_logp" in needs:
+        exp.ref_logp = forward_rows(reference, batch, every, cfg).logp
+    for part in parts.values():
+        exp.metrics.update(part.shape(exp))
+    adv_inputs: dict[str, Any] = {"epsilon": cfg.algo.epsilon, **cfg.algo.advantage_options}
+    estimator_needs = advantages.needs(cfg.algo.advantage)
+    adv_rewards = exp.rewards
+    if "token_rewards" in estimator_needs:
+        adv_inputs["token_rewards"] = exp.token_rewards
+    else:  # outcome estimators see the per-token terms summed into the sequence reward
+        adv_rewards = exp.rewards + exp.token_rewards.sum(-1)
+    if "values" in estimator_needs:
+        adv_inputs["values"] = exp.old_values
+    if "baseline_rewards" in estimator_needs:
+        adv_inputs["baseline_rewards"] = baseline_rewards
+    exp.advantages = advantages.compute(cfg.algo.advantage, adv_rewards, batch.group_index, batch.response_mask, **adv_inputs)
+    return exp
+
+
+def rows_needing_gradients(exp: Experience, parts: Mapping[str, StepPart], cfg: Config) -> torch.Tensor:
+    """Indices of the rows whose loss can have a non-zero gradient. When the policy loss declares it
+    (losses.register(..., zero_at_zero_advantage=True): ppo, gspo, cispo) and no part adds a loss on every row,
+    a row whose advantages are all zero contributes exactly zero loss and gradient, so its forward and backward
+    passes are skipped; its tokens still count in the normaliser, so the loss and gradient equal the full-batch
+    computation."""
+    every = torch.arange(exp.size, device=exp.advantages.device)
+    if any(p.keeps_every_row for p in parts.values()) or not losses.zero_at_zero_advantage(cfg.algo.loss):
+        return every
+    return every[((exp.advantages != 0) & (exp.loss_mask > 0)).any(dim=1)]
+
+
+def mini_batch_rows(n: int, mini_batches: int, *, generator: torch.Generator | None) -> list[torch.Tensor]:
+    """Row indices of each mini-batch of one pass: a permutation drawn from ``generator`` (None keeps the order),
+    split into ``mini_batches`` nearly equal parts."""
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    return [part for part in torch.tensor_split(order, mini_batches) if part.numel()]
+
+
+def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mapping[str, StepPart], cfg: Config, *,
+          generator: torch.Generator | None = None,
+          on_update: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, float]:
+    """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics averaged over the updates,
+    plus "updates" (optimizer steps taken), "bad_step" (1 if any update was skipped for a non-finite loss or
+    gradient) and "approx_kl" between the policy after the last update and the old policy. ``on_update(i, m)``
+    is called after every optimizer step that changed the weights (e.g. to sync the engine)."""
+    epochs, mini_batches = updates_per_batch(cfg, exp.size)
+    needed = set(rows_needing_gradients(exp, parts, cfg).tolist())
+    shuffle = generator if cfg.algo.shuffle_mini_batches and mini_batches > 1 else None
+    per_update: list[dict[str, float]] = []
+    taken = 0
+    for _ in range(epochs):
+        for rows in mini_batch_rows(exp.size, mini_batches, generator=shuffle):
+            rows = rows.to(exp.advantages.device)
+            metrics = update(model, optimizer, exp, rows, [r for r in rows.tolist() if r in needed], parts, cfg,
+                             first=not per_update)
+            per_update.append(metrics)
+            if not metrics["bad_step"]:
+                taken += 1
+                if on_update is not None:
+                    on_update(taken, metrics)
+    result = average(per_update)
+    result.update(exp.metrics)
+    result["updates"] = taken
+    result["bad_step"] = int(any(m["bad_step"] for m in per_update))
+    result["rows_backpropagated"] = float(len(needed))
+    result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg)
+    return result
+
+
+def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
+           cfg: Config, *, first: bool) -> dict[str, float]:
+    """One optimizer step on the mini-batch ``rows``; only the ``trained`` rows (those that can have a gradient)
+    run forward and backward. Micro-batches are weighted so the loss equals the mini-batch's loss; metrics are
+    averaged over the units (tokens or rows) that produced them."""
+    algo = cfg.algo
+    agg = algo.agg or losses.default_agg(algo.loss)
+    total_units = max(losses.aggregation_units(exp.loss_mask[rows], agg), 1)
+    micro = cfg.train.micro_batch_size or max(len(trained), 1)
+    wants_entropy = any(p.wants_entropy for p in parts.values()) or exp.batch.entropy is None
+    entropy_grad = any(p.entropy_grad for p in parts.values())
+    value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
+    batch = exp.batch
+    sums: dict[str, float] = {}
+    seen = 0.0
+    loss_total = 0.0
+    for start in range(0, len(trained), micro):
+        r = torch.tensor(trained[start:start + micro], device=rows.device)
+        mask = exp.loss_mask[r]
+        out = policy_forward(model, batch.prompt_ids[r], batch.prompt_mask[r], batch.response_ids[r],
+                             batch.response_mask[r], temperature=cfg.rollout.temperature, with_entropy=wants_entropy,
+                             entropy_grad=entropy_grad, value_head=value_head)
+        metrics: dict[str, float] = {}
+        if first and exp.old_from_rollout:  # the weights are unchanged since sampling: this IS the trainer's old policy
+            metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.response_mask[r]))
+        weights = None
+        pg_mask = mask
+        for part in parts.values():
+            w, w_metrics = part.token_weights(exp, r, out)
+            if w is not None:
+                weights = w if weights is None else weights * w
+                metrics.update(w_metrics)
+            pg_mask = part.mask(exp, r, out, pg_mask)
+        loss, loss_metrics = losses.compute(
+            algo.loss, out.logp, exp.old_logp[r], exp.advantages[r], pg_mask, clip_low=algo.clip_low,
+            clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=exp.norm_length,
+            token_weights=weights,
+        )
+        metrics.update(loss_metrics, pg_loss=loss.item())
+        for part in parts.values():
+            term, term_metrics = part.loss(exp, r, out, mask, agg, exp.norm_length)
+            if term is not None:
+                loss = loss + term
+            metrics.update(term_metrics)
+        if out.entropy is not None:
+            metrics["entropy"] = losses.aggregate(out.entropy.detach(), mask, agg, exp.norm_length).item()
+        units = losses.aggregation_units(mask, agg)
+        (loss * (units / total_units)).backward()
+        loss_total += loss.item() * units / total_units
+        for key, value in metrics.items():
+            sums[key] = sums.get(key, 0.0) + value * units
+        seen += units
+    result = {key: value / seen for key, value in sums.items()} if seen else {}
+    if "entropy" not in result and batch.entropy is not None:  # the sampler's entropy, over this mini-batch
+        result["entropy"] = float(losses.aggregate(batch.entropy[rows], exp.loss_mask[rows], agg, exp.norm_length))
+    result["loss"] = loss_total
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
+        for p in params:
+            p.grad = torch.zeros_like(p)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
+    finite = math.isfinite(loss_total) and bool(torch.isfinite(grad_norm))
+    if finite:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
+    return {**result, "grad_norm": float(grad_norm), "bad_step": 0 if finite else 1}
+
+
+def average(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Mean of each key over the updates that report it."""
+    keys = {k for row in rows for k in row}
+    return {k: sum(row[k] for row in rows if k in row) / sum(k in row for row in rows) for k in sorted(keys)}
+
+
+def approx_kl(model, exp: Experience, trained: list[int], cfg: Config) -> float:
+    """Mean k3 estimate of KL(pi_old || pi_new) over the trained rows' valid tokens, after the updates (Schulman,
+    2020, "Approximating KL Divergence"): with d = logp_new - logp_old on tokens sampled from the old policy,
+    k3 = exp(d) - 1 - d. 0.0 when no row was trained."""
+    if not trained:
+        return 0.0
+    rows = torch.tensor(trained, device=exp.advantages.device)
+    was_training = model.training
+    model.eval()
+    new = forward_rows(model, exp.batch, rows, cfg).logp
+    model.train(was_training)
+    m = exp.loss_mask[rows].bool()
+    if not m.any():
+        return 0.0
+    d = (new - exp.old_logp[rows])[m].double()
+    return float((torch.expm1(d) - d).mean())

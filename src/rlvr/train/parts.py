@@ -1,0 +1,258 @@
+"""The optional parts of an RL step, each switched on by its own config keys and plugged into the step through
+hooks, so the step never branches on a part's name.
+
+A part declares what it needs computed once per rollout batch (``needs``: "old_logp", "ref_logp", "values"), and
+may then:
+- ``shape(exp)``: change the experience before advantages (per-token rewards, the loss mask);
+- ``token_weights(exp, rows, out)``: multiply each token's policy loss (e.g. importance weights);
+- ``mask(exp, rows, out, mask)``: narrow the tokens the policy gradient flows through;
+- ``loss(exp, rows, out, mask, agg, norm_length)``: add a loss term (KL, entropy bonus, value loss);
+- ``after_step(step, metrics)``: update its own state once per step (adaptive KL, reference reset);
+- ``state_dict()`` / ``load_state_dict()``: carry that state through checkpoints.
+
+``register_part(name)`` adds a builder ``fn(cfg, ctx) -> StepPart | None`` (None when its keys leave it off);
+``build_parts`` calls them in registration order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
+from rlvr.config import Config
+from rlvr.train.policy import ValueHead
+
+
+class StepPart:
+    needs: frozenset[str] = frozenset()
+    keeps_every_row = False  # its loss can be non-zero on rows whose advantages are all zero
+    wants_entropy = False  # needs the per-token entropy of the training forward pass
+    entropy_grad = False  # ... with its gradient
+    value_head: torch.nn.Module | None = None  # a critic head on the policy's trunk, run in the same forward
+
+    def shape(self, exp) -> dict[str, float]:
+        return {}
+
+    def token_weights(self, exp, rows: torch.Tensor, out) -> tuple[torch.Tensor | None, dict[str, float]]:
+        return None, {}
+
+    def mask(self, exp, rows: torch.Tensor, out, mask: torch.Tensor) -> torch.Tensor:
+        return mask
+
+    def loss(self, exp, rows, out, mask, agg: str, norm_length: int) -> tuple[torch.Tensor | None, dict[str, float]]:
+        return None, {}
+
+    def after_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+@dataclass
+class PartContext:
+    """What builders may use: the policy, the frozen reference model (when a part needs it), the parameters
+    the optimizer trains (a part may add its own)."""
+
+    model: torch.nn.Module
+    load_reference: Callable[[], torch.nn.Module]
+    trainable: list[torch.nn.Parameter] = field(default_factory=list)
+
+
+PartBuilder = Callable[[Config, PartContext], "StepPart | None"]
+_BUILDERS: dict[str, PartBuilder] = {}
+
+
+def register_part(name: str) -> Callable[[PartBuilder], PartBuilder]:
+    def decorator(fn: PartBuilder) -> PartBuilder:
+        _BUILDERS[name] = fn
+        return fn
+
+    return decorator
+
+
+def build_parts(cfg: Config, ctx: PartContext) -> dict[str, StepPart]:
+    parts = {}
+    for name, build in _BUILDERS.items():
+        part = build(cfg, ctx)
+        if part is not None:
+            parts[name] = part
+    return parts
+
+
+# ------------------------------------------------------------------------------------------------------ parts
+
+
+@register_part("overlong_filter")
+def _overlong_filter(cfg: Config, ctx: PartContext):
+    return OverlongFilter() if cfg.algo.overlong_filter else None
+
+
+class OverlongFilter(StepPart):
+    """DAPO overlong filtering (Yu et al., 2025, Sec. 3.3): truncated responses carry no loss."""
+
+    def shape(self, exp) -> dict[str, float]:
+        exp.loss_mask = filters.overlong_filter(exp.loss_mask, exp.batch.truncated)
+        return {}
+
+
+@register_part("kl")
+def _kl(cfg: Config, ctx: PartContext):
+    if cfg.algo.kl_coef <= 0:
+        return None  # no reference model is loaded and no reference forward pass runs
+    return KLPenalty(cfg, ctx.load_reference(), ctx.model)
+
+
+class KLPenalty(StepPart):
+    """KL(pi || pi_ref) with estimator k1/k2/k3 (kl.estimate), as a loss term (GRPO, Shao et al., 2024, Eq. 3) or a
+    per-token reward penalty (Ouyang et al., 2022, Eq. 2). With ``algo.kl_target`` the coefficient follows the
+    adaptive controller of Ziegler et al., 2019 ("Fine-Tuning Language Models from Human Preferences", Sec. 2.2):
+    e = clip(KL / target - 1, -0.2, 0.2), beta <- beta (1 + e n / horizon) for n samples. ``algo.ref_update_every``
+    resets the reference to the current policy every N steps (DeepSeekMath's iterative GRPO, Shao et al., Sec. 4.1.3).
+    """
+
+    needs = frozenset({"ref_logp"})
+
+    def __init__(self, cfg: Config, reference: torch.nn.Module, policy: torch.nn.Module):
+        self.algo, self.reference, self.policy = cfg.algo, reference, policy
+        self.coef = cfg.algo.kl_coef
+        self.in_loss = cfg.algo.kl_placement == "loss"
+        self.keeps_every_row = self.in_loss
+        self.samples_per_step = cfg.data.prompts_per_step * cfg.rollout.group_size
+
+    def shape(self, exp) -> dict[str, float]:
+        if self.in_loss:
+            return {}
+        m = exp.batch.response_mask
+        token_kl = kl.estimate(exp.old_logp, exp.ref_logp, self.algo.kl_kind) * m
+        exp.token_rewards = exp.token_rewards - self.coef * token_kl
+        return {"kl": float(token_kl.sum() / m.sum().clamp(min=1))}
+
+    def loss(self, exp, rows, out, mask, agg, norm_length):
+        if not self.in_loss:
+            return None, {}
+        term = losses.aggregate(kl.estimate(out.logp, exp.ref_logp[rows], self.algo.kl_kind), mask, agg, norm_length)
+        return self.coef * term, {"kl": term.item()}
+
+    def after_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        if self.algo.kl_target is not None and math.isfinite(metrics.get("kl", math.nan)):
+            error = min(max(metrics["kl"] / self.algo.kl_target - 1.0, -0.2), 0.2)
+            self.coef *= 1.0 + error * self.samples_per_step / self.algo.kl_horizon
+        if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
+            self.reference.load_state_dict(self.policy.state_dict())
+        return {"kl_coef": self.coef}
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"coef": self.coef}
+        if self.algo.ref_update_every:
+            state["reference"] = self.reference.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.coef = state.get("coef", self.coef)
+        if "reference" in state:
+            self.reference.load_state_dict(state["reference"])
+
+
+@register_part("value_head")
+def _value_head(cfg: Config, ctx: PartContext):
+    if "values" not in advantages.needs(cfg.algo.advantage):
+        return None
+    part = SharedValueHead(cfg, ctx.model)
+    ctx.trainable.extend(part.value_head.parameters())
+    return part
+
+
+class SharedValueHead(StepPart):
+    """PPO's critic (Schulman et al., 2017) as a value head on the policy's trunk: old values once per batch, GAE
+    returns as its targets, and the clipped value loss (losses.value_loss) weighted by ``algo.value_coef``."""
+
+    needs = frozenset({"values"})
+    keeps_every_row = True
+
+    def __init__(self, cfg: Config, model: torch.nn.Module):
+        self.algo = cfg.algo
+        self.value_head = ValueHead(model.config.hidden_size).to(next(model.parameters()).device)
+
+    def shape(self, exp) -> dict[str, float]:
+        options = self.algo.advantage_options
+        _, exp.returns = advantages.gae_advantages_and_returns(
+            advantages.outcome_token_rewards(exp.rewards, exp.batch.response_mask) + exp.token_rewards,
+            exp.old_values, exp.batch.response_mask, options.get("gamma", 1.0), options.get("lam", 1.0),
+        )
+        return {}
+
+    def loss(self, exp, rows, out, mask, agg, norm_length):
+        vf_loss, parts = losses.value_loss(out.values, exp.old_values[rows], exp.returns[rows], mask, clip=self.algo.value_clip)
+        return self.algo.value_coef * vf_loss, {**parts, "vf_loss": vf_loss.item()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"value_head": self.value_head.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.value_head.load_state_dict(state["value_head"])
+
+
+@register_part("tis")
+def _tis(cfg: Config, ctx: PartContext):
+    return TruncatedImportanceSampling(cfg.algo.tis_cap) if cfg.algo.tis_cap is not None else None
+
+
+class TruncatedImportanceSampling(StepPart):
+    """Decoupled TIS (Yao et al., 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"):
+    the PPO ratio is taken against the trainer's own old log-probs, and each token's loss is weighted by
+    min(pi_old_trainer / pi_rollout, C), a stop-gradient correction for the engine's different probabilities.
+    The gradient is then min(rho, C) * A * grad(logp) at the old policy, never rho twice."""
+
+    needs = frozenset({"old_logp"})
+
+    def __init__(self, cap: float):
+        self.cap = cap
+
+    def token_weights(self, exp, rows, out):
+        return offpolicy.tis_weights(exp.old_logp[rows], exp.batch.logprobs[rows], exp.batch.response_mask[rows], cap=self.cap)
+
+
+@register_part("entropy_mask")
+def _entropy_mask(cfg: Config, ctx: PartContext):
+    return ForkingTokenMask(cfg.algo.entropy_mask_rho) if cfg.algo.entropy_mask_rho is not None else None
+
+
+class ForkingTokenMask(StepPart):
+    """Wang et al., 2025, "Beyond the 80/20 Rule": the policy gradient flows only through the top-rho
+    highest-entropy tokens (selected within each micro-batch)."""
+
+    wants_entropy = True
+
+    def __init__(self, rho: float):
+        self.rho = rho
+
+    def mask(self, exp, rows, out, mask):
+        return entropy.forking_token_mask(out.entropy, mask, self.rho)
+
+
+@register_part("entropy_bonus")
+def _entropy_bonus(cfg: Config, ctx: PartContext):
+    return EntropyBonus(cfg.algo.entropy_coef) if cfg.algo.entropy_coef != 0 else None
+
+
+class EntropyBonus(StepPart):
+    """-coef * mean token entropy added to the loss (an exploration bonus; Mnih et al., 2016, Eq. 7 for A3C)."""
+
+    wants_entropy = True
+    entropy_grad = True
+    keeps_every_row = True
+
+    def __init__(self, coef: float):
+        self.coef = coef
+
+    def loss(self, exp, rows, out, mask, agg, norm_length):
+        term = losses.aggregate(out.entropy, mask, agg, norm_length)
+        return -self.coef * term, {}

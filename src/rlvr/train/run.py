@@ -1,0 +1,252 @@
+"""Everything a training run holds between steps, set up from config: model, engine, optimizer and schedule,
+the step's parts, data sampler, reward scoring, metrics log; and what is saved and restored with a checkpoint.
+The loop itself (rlvr.train.loop) only calls into this."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlvr.config import Config, save_config
+from rlvr.models import load_model
+from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
+from rlvr.rollout.episodes import Scoring
+from rlvr.tasks import PromptSampler, Task, load_tasks
+from rlvr.train.checkpoint import (
+    latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
+    set_rng_state,
+)
+from rlvr.train.manifest import write_manifest
+from rlvr.train.metrics import MetricsLog
+from rlvr.train.parts import PartContext, build_parts
+from rlvr.verifiers import default_runner
+from rlvr.verifiers.compose import parse_spec
+from rlvr.verifiers.registry import get_verifier
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def check_verifiers(tasks: list[Task], default: str) -> None:
+    """Fail before any work when a task (or the default) names a verifier nobody registered."""
+    for name in sorted({task.verifier or default for task in tasks}):
+        get_verifier(name)
+
+
+def reward_spec(cfg: Config):
+    """The composed reward: reward.terms, with algo.overlong_buffer_frac as one more term (the one overlong
+    penalty, rlvr.verifiers.compose.soft_overlong_penalty); None when the task verifier alone is the reward."""
+    terms = list(cfg.reward.terms)
+    if cfg.algo.overlong_buffer_frac:
+        terms = terms or [{"name": "correct", "verifier": "task"}]
+        terms.append({"name": "overlong", "kind": "overlong", "buffer_frac": cfg.algo.overlong_buffer_frac,
+                      "penalty_factor": cfg.algo.overlong_penalty_factor})
+    return parse_spec(terms) if terms else None
+
+
+def make_optimizer(params: list[torch.nn.Parameter], cfg: Config) -> torch.optim.Optimizer:
+    """AdamW; its fused kernel (one pass over all parameters instead of a dozen ops per tensor) where torch
+    has one for the parameters' device."""
+    kwargs = dict(lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    try:
+        return torch.optim.AdamW(params, fused=True, **kwargs)
+    except (RuntimeError, ValueError, TypeError):
+        return torch.optim.AdamW(params, **kwargs)
+
+
+def lr_factor(step: int, cfg: Config) -> float:
+    """Learning-rate multiplier after ``step`` scheduler steps: linear warm-up over train.warmup_steps, then
+    constant, linear decay to 0 at train.steps, or a cosine from 1 to train.lr_min_ratio (Loshchilov & Hutter,
+    2017, SGDR, Eq. 5 without restarts)."""
+    warmup, total = cfg.train.warmup_steps, cfg.train.steps
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    if cfg.train.lr_schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if cfg.train.lr_schedule == "linear":
+        return 1.0 - progress
+    floor = cfg.train.lr_min_ratio
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class TrainingDiverged(RuntimeError):
+    """train.max_bad_steps steps in a row had a non-finite loss or gradient."""
+
+
+def diverged_message(step: int, in_a_row: int, cfg: Config) -> str:
+    return (
+        f"step {step}: the loss or gradient was NaN/Inf for {in_a_row} steps in a row (steps {step - in_a_row + 1}-"
+        f"{step}; train.max_bad_steps={cfg.train.max_bad_steps}), so the run stopped; those steps were skipped and "
+        f"the last checkpoint is intact. Likely causes: a learning rate too high (train.lr={cfg.train.lr:g}), "
+        f"rewards or advantages that are not finite, or overflow in low precision (model.dtype={cfg.model.dtype})"
+    )
+
+
+def runner_counts(stats: dict[str, Any], before: dict[str, int]) -> dict[str, int]:
+    """Reward-runner failures since the run started, including those before a resume."""
+    return {key: int(stats[key]) + int(before.get(key, 0)) for key in ("timeouts", "errors", "worker_restarts")}
+
+
+def reward_runner_metrics(stats: dict[str, Any], before: dict[str, int] | None = None) -> dict[str, float]:
+    """The reward runner's health since the run started: timeouts, errors, restarts and latency."""
+    counts = runner_counts(stats, before or {})
+    return {
+        "reward_timeouts": counts["timeouts"], "reward_errors": counts["errors"],
+        "reward_worker_restarts": counts["worker_restarts"],
+        "reward_latency_p50_ms": stats["latency_p50_ms"], "reward_latency_p99_ms": stats["latency_p99_ms"],
+    }
+
+
+class TrainingRun:
+    """The state of one run. ``TrainingRun(cfg, resume=...)`` loads or resumes everything before the first step."""
+
+    def __init__(self, cfg: Config, *, resume: bool = False):
+        self.cfg = cfg
+        self.dir = Path(cfg.train.out)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        seed_everything(cfg.train.seed)
+        self.tasks = load_tasks(cfg.data.train, prompt_field=cfg.data.prompt_field, reference_field=cfg.data.reference_field)
+        check_verifiers(self.tasks, cfg.data.verifier)
+        spec = reward_spec(cfg)
+        for term in spec.verifier_terms() if spec else []:
+            if not term.uses_task_verifier:
+                get_verifier(term.verifier)
+        self.scoring = Scoring(cfg.data.verifier, dict(cfg.data.verifier_options), spec)
+        self.eval_tasks = None
+        if cfg.train.eval_every:
+            self.eval_tasks = load_tasks(cfg.data.eval, prompt_field=cfg.data.prompt_field,
+                                         reference_field=cfg.data.reference_field)[: cfg.data.eval_size or None]
+            check_verifiers(self.eval_tasks, cfg.data.verifier)
+
+        checkpoint = latest_checkpoint(self.dir) if resume else None
+        self.model, self.tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
+        self.model.train()
+
+        def load_reference() -> torch.nn.Module:
+            # the reference is the initial policy: the model folder when resuming, else a copy before any update
+            if checkpoint:
+                reference = load_model(cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)[0]
+            else:
+                reference = copy.deepcopy(self.model)
+            return reference.eval().requires_grad_(False)
+
+        ctx = PartContext(self.model, load_reference, trainable=list(self.model.parameters()))
+        self.parts = build_parts(cfg, ctx)
+        self.reference = next((getattr(p, "reference") for p in self.parts.values() if hasattr(p, "reference")), None)
+        options = dict(cfg.rollout.engine_options)
+        if cfg.rollout.batch_size:
+            options.setdefault("batch_size", cfg.rollout.batch_size)
+        self.engine = build_engine(cfg.rollout.engine, self.model, self.tokenizer, **options)
+        self.engine_logprobs_serve = logprobs_serve_as_old_policy(self.engine)
+        self.sampler = PromptSampler(self.tasks, seed=cfg.train.seed, shuffle=cfg.data.shuffle)
+        self.optimizer = make_optimizer(ctx.trainable, cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
+        self.params = SamplingParams(
+            n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
+        )
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        remove_partial_checkpoints(self.dir)  # what a kill during a save left behind
+        save_config(cfg, self.dir / "config.yaml")
+        write_manifest(self.dir, cfg, resumed_from=checkpoint)
+        self.log = MetricsLog(self.dir, tensorboard=cfg.train.tensorboard)
+        self.reward_runner = default_runner()
+        self.reward_runner.reset_stats()
+        # counters that continue across a resume: reward-runner failures so far, non-finite steps in a row
+        self.runner_before: dict[str, int] = {}
+        self.bad_in_a_row = 0
+        self.first_step = 1
+        if checkpoint is not None:
+            self._restore(load_trainer_state(checkpoint))
+        elif resume:
+            self.log.truncate_after(0)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        for name, part in self.parts.items():
+            part.load_state_dict(state.get("parts", {}).get(name, {}))
+        if "value_head" in state and "value_head" in self.parts:  # checkpoints written before parts had state
+            self.parts["value_head"].load_state_dict({"value_head": state["value_head"]})
+        set_rng_state(state["rng"])
+        self.runner_before = dict(state.get("runner_counts", {}))
+        self.bad_in_a_row = state.get("bad_in_a_row", 0)
+        self.first_step = state["step"] + 1
+        self.log.truncate_after(state["step"])
+
+    def state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "sampler": self.sampler.state_dict(), "parts": {n: p.state_dict() for n, p in self.parts.items()},
+                "runner_counts": runner_counts(self.reward_runner.stats(), self.runner_before),
+                "bad_in_a_row": self.bad_in_a_row}
+
+    def shuffle_generator(self, step: int) -> torch.Generator:
+        """Mini-batch shuffling of one step, seeded by run seed and step (so a resumed run shuffles the same way)."""
+        return torch.Generator().manual_seed(self.cfg.train.seed * 1_000_003 + step)
+
+    def after_step(self, step: int, update: dict[str, float]) -> dict[str, float]:
+        self.scheduler.step()
+        metrics: dict[str, float] = {"lr": self.scheduler.get_last_lr()[0]}
+        for part in self.parts.values():
+            metrics.update(part.after_step(step, update))
+        return metrics
+
+    def runner_metrics(self) -> dict[str, float]:
+        return reward_runner_metrics(self.reward_runner.stats(), self.runner_before)
+
+    def check_divergence(self, step: int, row: dict[str, Any]) -> None:
+        self.bad_in_a_row = self.bad_in_a_row + 1 if row["bad_step"] else 0
+        if self.bad_in_a_row >= self.cfg.train.max_bad_steps:
+            self.log.write(row)
+            self.log.close()
+            raise TrainingDiverged(diverged_message(step, self.bad_in_a_row, self.cfg))
+
+    def evaluates_at(self, step: int) -> bool:
+        return bool(self.eval_tasks) and (step % self.cfg.train.eval_every == 0 or step == self.cfg.train.steps)
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Evaluate on the held-out tasks (train.eval_every) with the run's engine: the summary goes to
+        RUN_DIR/eval/step-N.json with per-task rows beside it, and its values into this step's metrics as
+        "eval/<metric>". Sampling uses its own seeded RNG stream, so evaluating does not change what training
+        samples next."""
+        from rlvr.eval import evaluate_tasks
+
+        cfg, samples = self.cfg, self.cfg.train.eval_samples
+        temperature = 0.0 if samples == 1 else cfg.rollout.temperature
+        was_training = self.model.training
+        self.model.eval()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.train.seed * 1_000_003 + step)
+            summary = evaluate_tasks(
+                self.engine, self.tokenizer, self.eval_tasks, Scoring(cfg.data.verifier, dict(cfg.data.verifier_options)),
+                samples=samples, ks=sorted({1, samples}), temperature=temperature,
+                max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed,
+                out=self.dir / "eval" / f"step-{step}.json",
+                extra={"step": step, "data": cfg.data.eval, "temperature": temperature},
+            )
+        self.model.train(was_training)
+        return {f"eval/{key}": value["value"] for key, value in summary.items() if isinstance(value, dict)}
+
+    def saves_at(self, step: int) -> bool:
+        every = self.cfg.train.save_every
+        return step == self.cfg.train.steps or bool(every and step % every == 0)
+
+    def save(self, step: int) -> None:
+        save_checkpoint(self.dir, step, self.model, self.tokenizer, self.state())
+        prune_checkpoints(self.dir, self.cfg.train.keep_last)
+
+    def close(self) -> None:
+        self.log.close()
