@@ -54,17 +54,28 @@ LENGTHS = [3, 2, 1, 2, 0]
 # ---------------------------------------------------------------- REINFORCE++ (baseline variant)
 
 
-def test_reinforce_pp_group_baseline_then_batch_whitening():
-    adv = advantages.compute("reinforce_pp", REWARDS, INDEX, MASK)
+def test_reinforce_pp_baseline_group_baseline_then_batch_whitening():
+    adv = advantages.compute("reinforce_pp_baseline", REWARDS, INDEX, MASK)
     # scores on valid tokens: 0.25 x3, -1.5 x2, -0.25 x1, 0 x2 -> mean -0.3125, centred 0.5625 / -1.1875 / 0.0625 / 0.3125
     std = math.sqrt((3 * 0.5625**2 + 2 * 1.1875**2 + 0.0625**2 + 2 * 0.3125**2) / 8)  # population std, 8 tokens
     assert std == pytest.approx(math.sqrt(0.49609375))
     e = 1e-6
     expected = expand(
-        [[0.5625 / (std + e)] * 3, [-1.1875 / (std + e)] * 2, [0.0625 / (std + e)], [0.3125 / (std + e)] * 2, []],
-    )
+        [[0.5625 / (std + e)] * 3, [-1.1875 / (std + e)] * 2, [0.0625 / (std + e)], [0.0] * 2, []],
+    )  # the singleton group (row 3) has equal rewards: exactly 0, not 0.3125 / std
     torch.testing.assert_close(adv, expected)
     assert adv.dtype == F64
+
+
+def test_reinforce_pp_is_a_global_baseline_then_batch_whitening():
+    """Plain REINFORCE++ (Hu et al., 2025): no group baseline; r - mean over the batch, whitened over valid tokens."""
+    adv = advantages.compute("reinforce_pp", REWARDS, INDEX, MASK)
+    mean = (1.0 + 0.0 + 0.5 + 2.0 + 3.0) / 5
+    scores = [[1.0 - mean] * 3, [0.0 - mean] * 2, [0.5 - mean], [2.0 - mean] * 2, []]
+    flat = [x for row in scores for x in row]
+    mu = sum(flat) / 8
+    std = math.sqrt(sum((x - mu) ** 2 for x in flat) / 8)
+    torch.testing.assert_close(adv, expand([[(x - mu) / (std + 1e-6) for x in row] for row in scores]))
 
 
 def test_reinforce_pp_token_rewards_return_to_go_then_whitening():
@@ -77,7 +88,7 @@ def test_reinforce_pp_token_rewards_return_to_go_then_whitening():
             [1.0, 1.0, 1.0],
         ]
     )
-    adv = advantages.compute("reinforce_pp", REWARDS, INDEX, MASK, token_rewards=token_rewards)
+    adv = advantages.compute("reinforce_pp_baseline", REWARDS, INDEX, MASK, token_rewards=token_rewards)
     # return-to-go (gamma = 1) plus score:
     returns = [
         [0.25 + 0.2, 0.25 + 0.1, 0.25 + 0.3],  # 0.45, 0.35, 0.55

@@ -12,7 +12,7 @@ from rlvr.train.metrics import read_metrics
 
 from conftest import assert_reward_went_up, one_digit_rl_config
 
-ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens"]
+ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens"]
 
 
 def test_every_recipe_the_issue_names_exists():
@@ -101,3 +101,18 @@ def test_docs_example_registers_and_runs():
     assert adv[:, 0].tolist() == [1.0, 0.0, 0.0, 0.0]
     loss, _ = losses.compute("reinforce", -torch.ones(4, 2), torch.zeros(4, 2), adv, torch.ones(4, 2))
     assert loss.item() == 0.5
+
+
+def test_dapo_update_structure_from_the_command_line(warm_model_dir, tmp_path):
+    """algo.mini_batches x algo.ppo_epochs optimizer steps per rollout batch; the ratio moves off 1, so clipping acts
+    on steps whose groups have mixed rewards; 1 x 1 is a single update."""
+    common = ["examples/arithmetic.yaml", f"model.path={warm_model_dir}", "algo.recipe=dapo", "train.steps=3",
+              "data.train=arithmetic:train:digits=1", "data.prompts_per_step=8", "rollout.group_size=8",
+              "rollout.max_new_tokens=4", "train.lr=1e-3", "train.progress=false"]
+    assert main(["train", *common, "algo.mini_batches=4", "algo.ppo_epochs=2", f"train.out={tmp_path / 'a'}"]) == 0
+    rows = read_metrics(tmp_path / "a")
+    assert [r["updates"] for r in rows] == [8, 8, 8]
+    mixed = [r for r in rows if r["informative_groups"] > 0]
+    assert mixed and all(r["clip_frac"] > 0 and r["approx_kl"] > 0 for r in mixed)
+    assert main(["train", *common, "algo.mini_batches=1", "algo.ppo_epochs=1", f"train.out={tmp_path / 'b'}"]) == 0
+    assert [r["updates"] for r in read_metrics(tmp_path / "b")] == [1, 1, 1]

@@ -23,6 +23,7 @@ _BASE: dict[str, Any] = {
     "advantage": "grpo", "loss": "ppo", "agg": "token-mean", "clip_low": 0.2, "clip_high": 0.2, "dual_clip": None,
     "kl_coef": 0.0, "kl_kind": "k3", "kl_placement": "loss", "entropy_coef": 0.0, "entropy_mask_rho": None,
     "dynamic_sampling": False, "overlong_filter": False, "overlong_buffer_frac": 0.0,
+    "ppo_epochs": 1, "mini_batches": 1,
 }
 
 
@@ -30,36 +31,43 @@ def _recipe(name: str, paper: str, equation: str, **settings: Any) -> Recipe:
     return Recipe(name, paper, equation, {**_BASE, **settings})
 
 
-_DAPO = dict(clip_high=0.28, agg="token-mean", dynamic_sampling=True, overlong_buffer_frac=0.2, overlong_penalty_factor=1.0)
+# DAPO's update structure (Yu et al., 2025, Sec. 4.1): 512 prompts per rollout batch, mini-batches of 32 prompts, so 16
+# gradient updates per rollout batch; scaled to rlvr's batches as 16 mini-batches of one pass.
+_DAPO = dict(clip_high=0.28, agg="token-mean", dynamic_sampling=True, overlong_buffer_frac=0.2, overlong_penalty_factor=1.0,
+             mini_batches=16)
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("grpo", "Shao et al., 2024, DeepSeekMath (arXiv:2402.03300)",
-            "Eq. 3: clipped surrogate with group-normalised advantages (r - mean)/std, per-sequence token mean, k3 KL in the loss (beta 0.04)",
+            "Eq. 3: clipped surrogate with group-normalised advantages (r - mean)/std, per-sequence token mean, k3 KL in the loss (beta 0.04); Sec. 4.2: a single policy update per exploration stage",
             agg="seq-mean-token-mean", kl_coef=0.04, kl_kind="k3"),
     _recipe("dr_grpo", "Liu et al., 2025, Understanding R1-Zero-Like Training (arXiv:2503.20783)",
-            "Sec. 3.1: advantages r - mean without std scaling; token sums over a constant length (no per-sequence length normaliser)",
+            "Sec. 3.1: advantages r - mean without std scaling; token sums over a constant length, rollout.max_new_tokens (no per-sequence length normaliser); one update per batch as GRPO",
             advantage="dr_grpo", agg="seq-mean-token-sum-norm"),
     _recipe("dapo", "Yu et al., 2025, DAPO (arXiv:2503.14476)",
-            "Eq. 8: clip-higher (0.2/0.28), token-level mean, dynamic sampling of informative groups (Eq. 11), soft overlong punishment (Eq. 13; 4096 of 20480 tokens = 0.2), no KL",
+            "Eq. 8: clip-higher (0.2/0.28), token-level mean, dynamic sampling of informative groups (Eq. 11), soft overlong punishment (Eq. 13; 4096 of 20480 tokens = 0.2), no KL; Sec. 4.1: 16 gradient updates per rollout batch (mini_batches=16)",
             **_DAPO),
     _recipe("gspo", "Zheng et al., 2025, Group Sequence Policy Optimization (arXiv:2507.18071)",
-            "Eqs. 5-7: sequence-level ratio (length-normalised), clipped at 3e-4/4e-4, group-normalised advantages",
-            loss="gspo", agg="seq-mean-token-mean", clip_low=3e-4, clip_high=4e-4),
+            "Eqs. 5-7: sequence-level ratio (length-normalised), clipped at 3e-4/4e-4, group-normalised advantages; Sec. 5.1: each rollout batch split into 4 mini-batches for gradient updates",
+            loss="gspo", agg="seq-mean-token-mean", clip_low=3e-4, clip_high=4e-4, mini_batches=4),
     _recipe("cispo", "MiniMax, 2025, MiniMax-M1 (arXiv:2506.13585)",
-            "Eq. 4: stop-gradient clipped importance weight times A log-prob; no lower bound (clip_low 1.0), only the upper bound tuned",
-            loss="cispo", clip_low=1.0, clip_high=0.28),
+            "Eq. 4: stop-gradient clipped importance weight times A log-prob; no lower bound (clip_low 1.0), only the upper bound tuned; the paper's off-policy updates per batch are not stated, so 4 mini-batches let the weight act",
+            loss="cispo", clip_low=1.0, clip_high=0.28, mini_batches=4),
     _recipe("rloo", "Ahmadian et al., 2024, Back to Basics: REINFORCE-style optimization (arXiv:2402.14740)",
-            "Eq. 6: leave-one-out baseline r_i - mean of the other k-1 samples; sequence-level REINFORCE (token sums)",
+            "Eq. 6: leave-one-out baseline r_i - mean of the other k-1 samples; sequence-level REINFORCE (token sums), on-policy: one update per batch",
             advantage="rloo", agg="seq-mean-token-sum"),
     _recipe("reinforce_pp", "Hu et al., 2025, REINFORCE++ (arXiv:2501.03262)",
-            "REINFORCE++-baseline: group-mean baseline, then advantages whitened over the global batch; k1 KL as a per-token reward penalty (beta 0.001, a tuned hyperparameter in the paper)",
+            "Sec. 3: REINFORCE++, no per-prompt baseline: rewards minus the batch mean, plus the return-to-go of a k1 KL per-token reward penalty (beta 0.001, tuned in the paper), normalised over the global batch; one update per batch",
             advantage="reinforce_pp", kl_placement="reward", kl_kind="k1", kl_coef=0.001),
+    _recipe("reinforce_pp_baseline", "Hu et al., 2025, REINFORCE++ (arXiv:2501.03262)",
+            "Sec. 3: REINFORCE++-baseline for group sampling: group-mean baseline, then global normalisation; k1 KL as a per-token reward penalty (beta 0.001); one update per batch",
+            advantage="reinforce_pp_baseline", kl_placement="reward", kl_kind="k1", kl_coef=0.001),
     _recipe("remax", "Li et al., 2023, ReMax (arXiv:2310.10505)",
             "Algorithm 1: REINFORCE with the reward of the greedy response as baseline, A = r - r_greedy",
             advantage="remax", agg="seq-mean-token-sum"),
     _recipe("ppo", "Schulman et al., 2017, PPO (arXiv:1707.06347); Ouyang et al., 2022 (arXiv:2203.02155)",
-            "Eq. 7 clipped surrogate with GAE advantages (Schulman et al., 2016, Eq. 16) from a learned value head, clipped value loss, k1 KL as a per-token reward penalty (beta 0.02 as in Ouyang et al.)",
-            advantage="gae", kl_placement="reward", kl_kind="k1", kl_coef=0.02, value_coef=0.5, value_clip=0.2),
+            "Eq. 7 clipped surrogate with GAE advantages (Schulman et al., 2016, Eq. 16) from a learned value head, clipped value loss, k1 KL as a per-token reward penalty (beta 0.02 as in Ouyang et al.); Algorithm 1: K epochs of minibatch updates per batch (Table 3: 10 epochs of 32 mini-batches), scaled to 4 epochs x 4 mini-batches",
+            advantage="gae", kl_placement="reward", kl_kind="k1", kl_coef=0.02, value_coef=0.5, value_clip=0.2, ppo_epochs=4,
+            mini_batches=4),
     _recipe("nsr", "Zhu et al., 2025, The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning (arXiv:2506.01347)",
             "NSR objective: only incorrect samples, advantage -1 (push their probability down), no baseline",
             advantage="nsr"),
@@ -89,7 +97,8 @@ def _format(value: Any) -> str:
 
 def expansion(name: str) -> str:
     """The algo.* settings a recipe expands to, as dotted overrides."""
-    return " ".join(f"algo.{k}={_format(v)}" for k, v in get(name).settings.items() if _BASE.get(k, object()) != v or k in ("advantage", "loss", "agg"))
+    shown = ("advantage", "loss", "agg", "ppo_epochs", "mini_batches")
+    return " ".join(f"algo.{k}={_format(v)}" for k, v in get(name).settings.items() if _BASE.get(k, object()) != v or k in shown)
 
 
 def markdown_table() -> str:
