@@ -86,7 +86,7 @@ CHOICE_REJECT = [
     ("answer: A/B", "A", {}, Status.INCORRECT, "multiple_answers"),
     ("Answer: E.", "A", {}, Status.INCORRECT, "invalid_choice"),
     ("A good approach is to think harder about it.", "A", {}, Status.UNDECIDABLE, "no_choice_found"),
-    ("I am not sure.", "A", {}, Status.UNDECIDABLE, "no_choice_found"),
+    ("I am not sure.", "A", {}, Status.INCORRECT, "refusal"),
     ("", "A", {}, Status.UNDECIDABLE, "no_choice_found"),
     ("Options:\nA) 1\nB) 2\nC) 3\nD) 4", "A", {}, Status.UNDECIDABLE, "no_choice_found"),
     ("Answer: Both A and C", "A", {}, Status.INCORRECT, "multiple_answers"),

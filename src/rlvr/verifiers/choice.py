@@ -14,11 +14,19 @@ inside a tier the LAST candidate wins (the model's final word):
 4. "fallback": any standalone capital letter among the choices, skipping the article "A" ("A good approach ..."),
    the pronoun "I" ("I think ...") and the option labels of a listing ("A) 12\nB) 15").
 
+A letter that is negated or part of an expression is never an answer: one inside a negated clause ("Answer: not C",
+"I would not pick D", "Neither A nor B", "B, not C", "rule out A"), one described as not the answer ("A is not
+correct", "C isn't right"), one that is an operand ("\\mathrm{E}*2", "E=mc^2", "C-1") and the pronoun "I" or article
+"A" before a word that cannot follow a letter ("Answer: I don't know"). If every candidate is negated the verdict
+is "incorrect", reason "negated_choice"; a response with no candidate that declines to answer ("I am not sure.",
+"I cannot answer this.") is "incorrect", reason "refusal".
+
 Letters joined by "or", "and", "/", "&" or commas ("A or B", "Answer: A, C", "**A** or **B**") form one committed
 answer; if it names more than one DIFFERENT letter it is a hedge: status "incorrect", reason "multiple_answers",
 score 0. A committed letter outside ``choices`` ("Answer: E" for ABCD) is "incorrect", reason "invalid_choice".
 
-Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "no_choice_found" (undecidable),
+Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "negated_choice", "refusal",
+"no_choice_found" (undecidable),
 "bad_reference"/"bad_option"/"bad_response" (status "error"). ``details["source"]`` names the tier that decided.
 All patterns are linear-time; the verifier is pure and never raises for any model output.
 """
@@ -56,8 +64,9 @@ _CLAUSE_VERBS = frozenset(
     "fails appears remains gives makes only alone".split()
 )
 # "A" counts as a letter, not the article, when the next word is one of these (or punctuation follows).
-_LETTER_AFTER_A = _CLAUSE_VERBS | {"or", "and", "are", "were", "both", "because", "since", "as", "but", "so"}
+_LETTER_AFTER_A = _CLAUSE_VERBS | {"or", "nor", "and", "are", "were", "both", "because", "since", "as", "but", "so"}
 _LETTER_AFTER_I = frozenset({"is", "was", "isn't", "wasn't", "seems", "or", "and"})
+_LETTER_AFTER_I_STRONG = _LETTER_AFTER_I | {"because", "since", "as", "but", "so"}
 
 # \boxed{...} with at most one level of inner braces (\boxed{\text{B}}); a letter answer is short
 _BOXED = re.compile(r"\\boxed[ \t]*\{(?P<content>[^{}]{0,100}(?:\{[^{}]{0,100}\}[^{}]{0,100})?)\}")
@@ -78,6 +87,49 @@ _LINE_MARKER = re.compile(
     r"^[ \t]*(?:[-*>][ \t]+)?(?:\*\*)?[(\[]?(?P<letter>[A-Z])(?:[)\].:]|\*\*)(?:\*\*)?(?=[ \t]|$)", re.MULTILINE
 )
 _BLANKS = re.compile(r"[ \t\f\v]+")
+
+# Negation. A letter is negated when the clause before it (back to the last sentence or clause break, at most
+# _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
+_CLAUSE_CHARS = 80
+_CLAUSE_BREAK = re.compile(
+    r"[.;:!?\n\r,]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
+    r"|rather(?! than)|then|yet)\b",
+    re.IGNORECASE,
+)
+_NEGATION_CUE = re.compile(
+    r"""\b(?:not|never|no|neither|nor|none|except|excluding|exclude[sd]?|eliminat(?:e[sd]?|ing)|avoid(?:s|ed|ing)?
+    |reject(?:s|ed|ing)?|rul(?:e[sd]?|ing)[ \t]+out|other[ \t]+than|instead[ \t]+of|rather[ \t]+than
+    |anything[ \t]+but|cannot|without)\b|n['\u2019]t\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# phrases with a negation word that do not negate what follows ("no doubt the answer is C")
+_NOT_A_NEGATION = re.compile(
+    r"\b(?:no[ \t]+doubt|not[ \t]+only|no[ \t]+matter|without[ \t]+(?:a[ \t]+)?doubt|no[ \t]+question|not[ \t]+hard"
+    r"|not[ \t]+difficult|not[ \t]+surprising(?:ly)?)\b",
+    re.IGNORECASE,
+)
+_NEGATED_AFTER = re.compile(
+    r"[ \t]*(?:(?:is|was|would[ \t]+be|seems|looks|appears)[ \t]+(?:definitely[ \t]+|clearly[ \t]+|also[ \t]+)?"
+    r"(?:not|never|hardly|wrong|incorrect|false|invalid|impossible|ruled[ \t]+out|eliminated)\b"
+    r"|(?:isn't|wasn't|isn\u2019t|wasn\u2019t|can't|cannot|can\u2019t|won't|doesn't|does[ \t]+not)\b)",
+    re.IGNORECASE,
+)
+# A letter next to an arithmetic operator and an operand is a symbol in an expression ("E*2", "C-1", "x = A").
+_OPERAND_AFTER = re.compile(
+    r"(?:[*^]|[-+/](?=[ \t]*\d)|-(?=\w)|[ \t]*[=<>^\u00d7\u00b7\u00f7\u2264\u2265\u2260])[ \t]*[\w(\\{]"
+)
+_OPERAND_BEFORE = re.compile(
+    r"(?:[\w)}\]][ \t]*[*^\u00d7\u00b7\u00f7]|[=<>\u2264\u2265\u2260]|\d[ \t]*[-+/])[ \t]*\Z"
+)
+# Declining to answer (only consulted when no candidate letter is found).
+_REFUSAL = re.compile(
+    r"""\b(?:(?:I|we)[ \t]+(?:do[ \t]+not|don't|don\u2019t|cannot|can't|can\u2019t|am[ \t]+not|'m[ \t]+not
+    |am[ \t]+unable)
+    [ \t]+(?:know|sure|certain|tell|answer|determine|decide|say|be[ \t]+sure)
+    |I'm[ \t]+not[ \t]+(?:sure|certain)|not[ \t]+sure|unsure|no[ \t]+idea|(?:refuse|decline|unable)[ \t]+to
+    |cannot[ \t]+be[ \t]+(?:determined|answered)|can't[ \t]+be[ \t]+(?:determined|answered))""",
+    re.IGNORECASE | re.VERBOSE,
+)
 _TAIL_JUNK = re.compile(r"[\s.!)*_$\]]*\Z")
 
 MAX_RESPONSE_CHARS = 1_000_000  # longer responses are scanned only in their last MAX_RESPONSE_CHARS characters
@@ -117,6 +169,10 @@ def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "
     "marked" (after "Option"), "next" (after a separator; ``after`` is the separator text) or "fallback"."""
     letter = m["letter"]
     upper = letter.upper()
+    if _OPERAND_AFTER.match(text, m.end()) or (
+        kind == "fallback" and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start())
+    ):
+        return False
     in_choices = upper in choices
     strict_end = _STRICT_END.match(text, m.end()) is not None
     wrapped = bool(m["open"] or m["close"])
@@ -124,12 +180,14 @@ def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "
         return in_choices and kind != "fallback" and (wrapped or strict_end)
     if not in_choices:
         return kind == "strong" and strict_end  # "Answer: E." commits to a letter the question does not have
-    if kind == "strong" or wrapped or strict_end:
+    if wrapped or strict_end:
         return True
     word_m = _NEXT_WORD.match(text, m.end())
     word = word_m[1].lower() if word_m else ""
-    if kind == "marked":
-        return True
+    if kind in ("strong", "marked"):  # "Answer: B because ..." but not "Answer: I don't know", "Answer: A bit more"
+        return not word_m or not (
+            (upper == "A" and word not in _LETTER_AFTER_A) or (upper == "I" and word not in _LETTER_AFTER_I_STRONG)
+        )
     if kind == "next":
         joined_by_or = "or" in after.lower().split() or "/" in after
         return joined_by_or or word not in _CLAUSE_VERBS
@@ -157,6 +215,31 @@ def _parse_list(text: str, pos: int, choices: str, kind: str) -> _Chain | None:
         chain.letters.append(nxt["letter"].upper())
         chain.end = nxt.end()
     return chain
+
+
+def _negated(text: str, start: int, end: int) -> bool:
+    """Whether the letters at text[start:end] are negated by their clause ("not C", "Neither A nor B", "A is not
+    correct"). Looks at a bounded window, so the cost per candidate is constant."""
+    window = text[max(0, start - _CLAUSE_CHARS) : start]
+    brk = None
+    for brk in _CLAUSE_BREAK.finditer(window):
+        pass
+    if brk is not None:
+        window = window[brk.end() :]
+    if _NEGATION_CUE.search(_NOT_A_NEGATION.sub(" ", window)):
+        return True
+    return _NEGATED_AFTER.match(text, end) is not None
+
+
+def _affirmed(chains: list[_Chain], text: str, negated: list[str]) -> list[_Chain]:
+    """The chains that are not negated; the letters of the others are added to ``negated``."""
+    kept = []
+    for chain in chains:
+        if _negated(text, chain.start, chain.end):
+            negated.extend(chain.letters)
+        else:
+            kept.append(chain)
+    return kept
 
 
 def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain | None:
@@ -210,37 +293,41 @@ def _last_line_chain(text: str, choices: str) -> list[_Chain]:
     return [chain]
 
 
-def _strong(text: str, choices: str) -> _Chain | None:
+def _strong(text: str, choices: str, negated: list[str]) -> _Chain | None:
     chains = _boxed_chains(text, choices)
     for m in _ANSWER_ANCHOR.finditer(text):
         chain = _parse_list(text, m.end(), choices, "strong")
         if chain is not None:
             chains.append(chain)
     chains += _last_line_chain(text, choices)
-    return _merge(chains, text, weak_separators=True)
+    return _merge(_affirmed(chains, text, negated), text, weak_separators=True)
 
 
-def _marked(text: str, choices: str) -> _Chain | None:
+def _marked(text: str, choices: str, negated: list[str]) -> _Chain | None:
     chains = []
     for m in _BOLD.finditer(text):
-        if m["letter"].upper() in choices:
+        if m["letter"].upper() in choices and not _OPERAND_AFTER.match(text, m.end()):
             chains.append(_Chain([m["letter"].upper()], m.start(), m.end()))
     for m in _OPTION_ANCHOR.finditer(text):
         chain = _parse_list(text, m.end(), choices, "marked")
         if chain is not None:
             chains.append(chain)
-    return _merge(chains, text, weak_separators=True)
+    return _merge(_affirmed(chains, text, negated), text, weak_separators=True)
 
 
-def _line_markers(text: str, choices: str) -> _Chain | None:
-    found = [(m["letter"], m.start("letter"), m.end()) for m in _LINE_MARKER.finditer(text) if m["letter"] in choices]
-    if not found or len({letter for letter, _, _ in found}) != 1:
+def _line_markers(text: str, choices: str, negated: list[str]) -> _Chain | None:
+    found = [
+        _Chain([m["letter"]], m.start("letter"), m.end())
+        for m in _LINE_MARKER.finditer(text)
+        if m["letter"] in choices
+    ]
+    found = _affirmed(found, text, negated)
+    if not found or len({chain.letters[0] for chain in found}) != 1:
         return None
-    letter, start, end = found[-1]
-    return _Chain([letter], start, end)
+    return found[-1]
 
 
-def _fallback(text: str, choices: str) -> _Chain | None:
+def _fallback(text: str, choices: str, negated: list[str]) -> _Chain | None:
     # letters that open a line ("A) 12") label the options being listed; they are not answers here
     markers = {m.start("letter") for m in _LINE_MARKER.finditer(text)}
     chains = [
@@ -248,7 +335,7 @@ def _fallback(text: str, choices: str) -> _Chain | None:
         for m in _ITEM.finditer(text)
         if m["letter"].isupper() and m.start("letter") not in markers and _accept(m, text, choices, "fallback")
     ]
-    return _merge(chains, text, weak_separators=False)
+    return _merge(_affirmed(chains, text, negated), text, weak_separators=False)
 
 
 _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_markers), ("fallback", _fallback))
@@ -256,13 +343,20 @@ _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_marker
 
 def extract_choice(text: str, choices: str = "ABCD") -> tuple[list[str], str] | None:
     """The letters of the final committed answer (distinct, in order) and the tier that found them, or None."""
+    found = _extract(text, choices)
+    return found[:2] if found[0] else None
+
+
+def _extract(text: str, choices: str) -> tuple[list[str], str, list[str]]:
+    """(letters of the final committed answer, the tier that found them, negated letters seen before)."""
     # one space per run of blanks keeps every pattern's backtracking constant-bounded (linear time overall)
     text = _BLANKS.sub(" ", text)
+    negated: list[str] = []
     for source, finder in _TIERS:
-        chain = finder(text, choices)
+        chain = finder(text, choices, negated)
         if chain is not None:
-            return list(dict.fromkeys(chain.letters)), source
-    return None
+            return list(dict.fromkeys(chain.letters)), source, negated
+    return [], "", list(dict.fromkeys(negated))
 
 
 @register_verifier("choice")
@@ -293,10 +387,14 @@ def choice(
         error = f"response is {type(response).__name__}, expected str"
         return Verdict(0.0, Status.ERROR, "bad_response", details={"error": error})
 
-    found = extract_choice(response[-MAX_RESPONSE_CHARS:], letters)
-    if found is None:
+    text = response[-MAX_RESPONSE_CHARS:]
+    picked, source, negated = _extract(text, letters)
+    if not picked:
+        if negated:
+            return Verdict(0.0, Status.INCORRECT, "negated_choice", details={"negated": negated})
+        if _REFUSAL.search(_BLANKS.sub(" ", text)):
+            return Verdict(0.0, Status.INCORRECT, "refusal")
         return Verdict(0.0, Status.UNDECIDABLE, "no_choice_found")
-    picked, source = found
     extracted = ",".join(picked)
     details = {"source": source}
     if len(picked) > 1:
