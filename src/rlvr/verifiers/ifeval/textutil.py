@@ -58,8 +58,20 @@ _SOFT_ABBREVIATIONS = frozenset(
     """etc inc ltd co corp al a.m p.m am pm u.s u.k u.n jan feb mar apr jun jul aug sep sept oct nov dec
     mon tue tues wed thu thur thurs fri sat sun""".split()
 )
-_CLOSERS = "\"'\u201d\u2019\u00bb)]}"
-_OPENERS = "\"'\u201c\u2018\u00ab([{"
+# Closing and opening marks around a sentence: quotes, brackets and markdown emphasis ("*One.* *Two.*").
+_CLOSERS = "\"'\u201d\u2019\u00bb)]}*_"
+_OPENERS = "\"'\u201c\u2018\u00ab([{*_"
+# Words that often open an English sentence. After an initial ("J."), an abbreviation that can end a sentence
+# ("etc.", "p.m.") or a dotted acronym ("U.S."), a capitalised word from this list starts a new sentence; any other
+# capitalised word is taken for a name ("J. R. R. Tolkien", "The U.S. Army"), as Punkt's orthographic heuristic does.
+_SENTENCE_STARTERS = frozenset(
+    """the a an this that these those it its he she they we i you there here in on at for but and or so if when
+    while as after before then however although though because since our their his her my your what which who how
+    why where many most some all each every no not yes one to with by from also finally first next now today yet
+    still thus therefore hence instead meanwhile moreover furthermore overall let please do does did is are was
+    were be can could will would should may might must have has had just even only both such other another once
+    after again always never sometimes often""".split()
+)
 _TOKEN_SPAN = re.compile(r"\S+")
 
 
@@ -71,6 +83,17 @@ def _starts_upper(token: str) -> bool:
 def _starts_lower(token: str) -> bool:
     core = token.lstrip(_OPENERS)
     return bool(core) and core[0].islower()
+
+
+def _starts_sentence(token: str) -> bool:
+    """Whether ``token`` is a capitalised common sentence opener (see _SENTENCE_STARTERS)."""
+    core = token.lstrip(_OPENERS)
+    if not core or not core[0].isupper():
+        return False
+    end = 0
+    while end < len(core) and (core[end].isalpha() or core[end] == "'"):
+        end += 1
+    return core[:end].lower() in _SENTENCE_STARTERS
 
 
 def _ends_sentence(token: str, next_token: str) -> bool:
@@ -91,11 +114,11 @@ def _ends_sentence(token: str, next_token: str) -> bool:
     if word in _HARD_ABBREVIATIONS or word.rsplit("-", 1)[-1] in _HARD_ABBREVIATIONS:
         return False
     if word in _SOFT_ABBREVIATIONS:
-        return _starts_upper(next_token)
-    if len(word) == 1 and word.isalpha():  # an initial: "J. R. R. Tolkien"
-        return False
+        return _starts_sentence(next_token)
+    if len(word) == 1 and word.isalpha():  # an initial ("J. R. R. Tolkien") or a one-letter word ("plan A. Then")
+        return _starts_sentence(next_token)
     if "." in word and all(0 < len(part) <= 2 and part.isalpha() for part in word.split(".")):
-        return _starts_upper(next_token)  # "U.S.", "a.k.a."
+        return _starts_sentence(next_token)  # "U.S.", "a.k.a."
     if word.isdigit():  # "in 1999. The" breaks, "chapter 5. and" does not
         return not _starts_lower(next_token)
     return True
@@ -105,10 +128,12 @@ def split_sentences(text: str) -> list[str]:
     """Split English text into sentences, approximating NLTK's Punkt (which IFEval uses).
 
     A sentence ends at a whitespace-separated token that ends in ".", "!" or "?" (possibly followed by closing
-    quotes or brackets) and is followed by another token. Line breaks alone never end a sentence (as in Punkt).
-    "?" and "!" always end one; "." does not after a title-like abbreviation ("Mr.", "e.g.") or an initial
-    ("J."), after other abbreviations ("etc.", "U.S.") or an ellipsis only before a capitalised word, and after
-    a bare number only unless the next word is lowercase. Empty or blank text has no sentences.
+    quotes, brackets or markdown emphasis: "*One here.* *Two here.*" is two) and is followed by another token.
+    Line breaks alone never end a sentence (as in Punkt). "?" and "!" always end one; "." does not after a
+    title-like abbreviation ("Mr.", "e.g."); after an initial or one-letter word ("J.", "plan A."), another
+    abbreviation ("etc.", "p.m.") or a dotted acronym ("U.S.") only before a common sentence opener ("The",
+    "Then": "The U.S. Army" stays one sentence); after an ellipsis only before a capitalised word; after a bare
+    number unless the next word is lowercase. Empty or blank text has no sentences.
     """
     spans = [(m.start(), m.end()) for m in _TOKEN_SPAN.finditer(text)]
     sentences: list[str] = []
