@@ -23,6 +23,12 @@ SENTENCES = [  # (text, sentences)
     ("Fruit, nuts, etc. Some people like them.", 2),
     ("Apples, pears, etc. are fruit.", 1),
     ("Mr. Smith left. Why? Done.", 3),
+    ("John F. Kennedy spoke. Crowds cheered.", 2),
+    ("Vitamin C. It helps.", 1),  # "C." after a capitalised word is taken for an initial, as Punkt does
+    ("The answer is B. Then we stop.", 2),
+    ("I like it. I. Really. Do.", 4),  # "I." after a sentence is a one-word sentence, not an initial
+    ("He left at 5 p.m. The end.", 2),
+    ("Wait... The end.", 2),
 ]
 
 

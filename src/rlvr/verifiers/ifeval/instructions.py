@@ -9,7 +9,11 @@ follow IFEval's reference checker; where this module deliberately differs it say
 * keywords, forbidden words, section splitters and postscript markers are matched literally (escaped), not
   as regular expressions (identical for plain words, which is what IFEval's data holds);
 * sentences and capital words use this package's own tokenizers (:mod:`.textutil`), not NLTK's;
-* language detection is seeded, so it is deterministic (:mod:`.language`).
+* language detection is seeded, so it is deterministic (:mod:`.language`);
+* a letter_frequency "letter" outside a-z ("#", "!", as in IFEval's data) is counted as given, where the
+  reference substitutes a random letter.
+
+docs/rewards.md ("IFEval agreement") measures the agreement with the reference and lists each difference.
 """
 
 from __future__ import annotations
