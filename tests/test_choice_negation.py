@@ -37,6 +37,10 @@ MUST_ACCEPT = [
     ("The answer is C. D is not correct.", "C", "ABCD"),
     ("I'd choose B rather than C.", "B", "ABCD"),
     ("Instead of A, pick C.", "C", "ABCD"),
+    ("(A) and (B) are both wrong, so (C)", "C", "ABCD"),
+    ("Answer: (not B) C", "C", "ABCD"),
+    ("Answer: B (not C)", "B", "ABCD"),
+    ("P.S. the answer is D", "D", "ABCD"),
 ]
 
 # (response, gold, choices, status, reason): each must score 0.0
@@ -62,6 +66,15 @@ MUST_REJECT = [
     ("I don't think the answer is C.", "C", "ABCD", Status.INCORRECT, "negated_choice"),
     ("All except C are true. Answer: not C", "C", "ABCD", Status.INCORRECT, "negated_choice"),
     ("(D) is never the answer here", "D", "ABCD", Status.INCORRECT, "negated_choice"),
+    ("A and B are wrong.", "A", "ABCD", Status.INCORRECT, "negated_choice"),
+    ("A, B and D are all incorrect.", "D", "ABCD", Status.INCORRECT, "negated_choice"),
+    ("Option C fails.", "C", "ABCD", Status.INCORRECT, "negated_choice"),
+    # letters inside dotted abbreviations
+    ("E.g. consider the first case.", "E", "ABCDE", Status.UNDECIDABLE, "no_choice_found"),
+    ("I.e. the second one.", "I", TEN, Status.UNDECIDABLE, "no_choice_found"),
+    ("It was 9 A.M. so early.", "A", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
+    ("Answer: B.C.", "B", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
+    ("D.C. is the capital.", "D", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
     # refusals: "I" and "A" as pronoun and article, even where they are choices
     ("I am not sure.", "I", TEN, Status.INCORRECT, "refusal"),
     ("I don't know.", "I", TEN, Status.INCORRECT, "refusal"),

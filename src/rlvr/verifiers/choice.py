@@ -16,8 +16,9 @@ inside a tier the LAST candidate wins (the model's final word):
 
 A letter that is negated or part of an expression is never an answer: one inside a negated clause ("Answer: not C",
 "I would not pick D", "Neither A nor B", "B, not C", "rule out A"), one described as not the answer ("A is not
-correct", "C isn't right"), one that is an operand ("\\mathrm{E}*2", "E=mc^2", "C-1") and the pronoun "I" or article
-"A" before a word that cannot follow a letter ("Answer: I don't know"). If every candidate is negated the verdict
+correct", "C isn't right"), one that is an operand ("\\mathrm{E}*2", "E=mc^2", "C-1"), one inside a dotted
+abbreviation ("E.g.", "A.M.", "D.C.") and the pronoun "I" or article "A" before a word that cannot follow a letter
+("Answer: I don't know"). If every candidate is negated the verdict
 is "incorrect", reason "negated_choice"; a response with no candidate that declines to answer ("I am not sure.",
 "I cannot answer this.") is "incorrect", reason "refusal".
 
@@ -92,7 +93,7 @@ _BLANKS = re.compile(r"[ \t\f\v]+")
 # _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
 _CLAUSE_CHARS = 80
 _CLAUSE_BREAK = re.compile(
-    r"[.;:!?\n\r,]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
+    r"[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
     r"|rather(?! than)|then|yet)\b",
     re.IGNORECASE,
 )
@@ -108,12 +109,21 @@ _NOT_A_NEGATION = re.compile(
     r"|not[ \t]+difficult|not[ \t]+surprising(?:ly)?)\b",
     re.IGNORECASE,
 )
-_NEGATED_AFTER = re.compile(
-    r"[ \t]*(?:(?:is|was|would[ \t]+be|seems|looks|appears)[ \t]+(?:definitely[ \t]+|clearly[ \t]+|also[ \t]+)?"
+_NEGATIVE_PREDICATE = (
+    r"[ \t]+(?:definitely[ \t]+|clearly[ \t]+|also[ \t]+|both[ \t]+|all[ \t]+)?"
     r"(?:not|never|hardly|wrong|incorrect|false|invalid|impossible|ruled[ \t]+out|eliminated)\b"
-    r"|(?:isn't|wasn't|isn\u2019t|wasn\u2019t|can't|cannot|can\u2019t|won't|doesn't|does[ \t]+not)\b)",
+)
+_NEGATED_AFTER = re.compile(
+    r"[ \t]*(?:is|are|was|were|would[ \t]+be|seems?|looks?|appears?)" + _NEGATIVE_PREDICATE
+    # letters joined to this one share a plural predicate: "(A) and (B) are both wrong"
+    + r"|(?:[ \t]*(?:,|and|or|&)[ \t]*[(\[]?[A-Z][)\]]?){1,8}[ \t]*(?:are|were|would[ \t]+be|seem|look|appear)"
+    + _NEGATIVE_PREDICATE
+    + r"|[ \t]*(?:isn't|wasn't|isn\u2019t|wasn\u2019t|can't|cannot|can\u2019t|won't|doesn't|does[ \t]+not|fails)\b",
     re.IGNORECASE,
 )
+# A letter inside a dotted abbreviation is not a choice ("E.g.", "A.M.", "D.C.").
+_DOTTED_AFTER = re.compile(r"\.[A-Za-z]\b")
+_DOTTED_BEFORE = re.compile(r"(?<![A-Za-z])[A-Za-z]\.\Z")
 # A letter next to an arithmetic operator and an operand is a symbol in an expression ("E*2", "C-1", "x = A").
 _OPERAND_AFTER = re.compile(
     r"(?:[*^]|[-+/](?=[ \t]*\d)|-(?=\w)|[ \t]*[=<>^\u00d7\u00b7\u00f7\u2264\u2265\u2260])[ \t]*[\w(\\{]"
@@ -169,8 +179,11 @@ def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "
     "marked" (after "Option"), "next" (after a separator; ``after`` is the separator text) or "fallback"."""
     letter = m["letter"]
     upper = letter.upper()
-    if _OPERAND_AFTER.match(text, m.end()) or (
-        kind == "fallback" and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start())
+    if (
+        _OPERAND_AFTER.match(text, m.end())
+        or _DOTTED_AFTER.match(text, m.end("letter"))
+        or _DOTTED_BEFORE.search(text, max(0, m.start("letter") - 2), m.start("letter"))
+        or (kind == "fallback" and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start()))
     ):
         return False
     in_choices = upper in choices
