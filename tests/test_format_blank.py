@@ -59,6 +59,18 @@ def test_visible_answers_still_count(content, extracted):
     assert (v.score, v.reason, v.extracted) == (1.0, "format_ok", extracted), v
 
 
+@pytest.mark.parametrize("content", ["&nbsp;", "&#8203;", "&#x200B;&ZeroWidthSpace;", "<!-- nothing -->", "&zwnj; "])
+def test_entities_and_comments_that_render_as_nothing_are_empty(content):
+    v = verify("format", f"<think>ok</think><answer>{content}</answer>", None)
+    assert v.reason == "empty_tag:answer", v
+
+
+@pytest.mark.parametrize("content", ["&lt;", "&amp;", "<!-- x --> 4", "&#52;"])
+def test_entities_that_show_something_are_not_empty(content):
+    v = verify("format", f"<think>ok</think><answer>{content}</answer>", None)
+    assert (v.score, v.reason) == (1.0, "format_ok"), v
+
+
 def test_invisible_characters_outside_tags_are_not_text():
     v = verify("format", "\ufeff<think>a</think>\u200b\n<answer>4</answer>\u2060", None)
     assert (v.score, v.reason) == (1.0, "format_ok"), v
@@ -75,4 +87,6 @@ def test_is_blank_is_linear_on_long_input():
     start = time.perf_counter()
     assert is_blank("\u200b" * 1_000_000)
     assert not is_blank("\u200b" * 1_000_000 + "x")
+    assert not is_blank("<!--" * 200_000 + "x")
+    assert is_blank("<!-- -->" * 100_000 + "&nbsp;" * 100_000)
     assert time.perf_counter() - start < 5

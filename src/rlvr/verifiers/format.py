@@ -14,7 +14,8 @@ Options:
 - ``require_nonempty`` (None = the last tag, "answer" by default): tags whose content must not be blank. Blank
   means nothing visible: whitespace (NBSP included) and invisible characters (zero-width spaces and joiners, the
   BOM, bidirectional marks, soft hyphens, tag characters, variation selectors, Hangul fillers, the braille blank,
-  combining marks with no letter to sit on) count as nothing, here and in the "text outside the tags" check.
+  combining marks with no letter to sit on) count as nothing, here and in the "text outside the tags" check; so do
+  HTML comments and character references that decode to such characters ("&nbsp;", "&#8203;").
 - ``required_sections`` ([]): markers that must appear anywhere in the response. One that starts with "#" is a
   markdown heading and must open a line, or follow an opening tag there ("## Plan" matches "## Plan" and
   "<think>## Plan:", not "### Plan", "## Planning" or "see ## Plan"); anything else is a literal substring.
@@ -28,6 +29,7 @@ last tag in ``tags`` when that pair is well formed (the answer), else None. Scor
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from typing import Any
@@ -46,13 +48,33 @@ _INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cn", "Mn", "Me", "Zs", "Zl", "Zp
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5")
 
 
-def is_blank(text: str) -> bool:
-    """Whether ``text`` has nothing visible in it (see the module docstring)."""
-    if not text.strip():
-        return True
+def _drop_html_comments(text: str) -> str:
+    # a scan, not a lazy regex: "<!--" repeated without "-->" would make a regex rescan the tail each time
+    parts, pos = [], 0
+    while True:
+        start = text.find("<!--", pos)
+        end = text.find("-->", start + 4) if start >= 0 else -1
+        if end < 0:
+            parts.append(text[pos:])
+            return "".join(parts)
+        parts.append(text[pos:start])
+        pos = end + 3
+
+
+def _no_visible_char(text: str) -> bool:
     return all(
         ch.isspace() or ch in _BLANK_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in text
     )
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing (see the module docstring), also once HTML comments are dropped and
+    character references decoded ("&nbsp;", "&#8203;", "<!-- -->" render as nothing)."""
+    if not text.strip() or _no_visible_char(text):
+        return True
+    if "&" not in text and "<!--" not in text:
+        return False
+    return _no_visible_char(html.unescape(_drop_html_comments(text)))
 
 
 def _edge_blank(ch: str) -> bool:
