@@ -92,10 +92,10 @@ _BLANKS = re.compile(r"[ \t\f\v]+")
 # Negation. A letter is negated when the clause before it (back to the last sentence or clause break, at most
 # _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
 _CLAUSE_CHARS = 80
-_CLAUSE_BREAK = re.compile(
-    r"[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
-    r"|rather(?! than)|then|yet)\b",
-    re.IGNORECASE,
+_LAST_CLAUSE_BREAK = re.compile(
+    r".*(?:[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
+    r"|rather(?! than)|then|yet)\b)",
+    re.IGNORECASE | re.DOTALL,
 )
 _NEGATION_CUE = re.compile(
     r"""\b(?:not|never|no|neither|nor|none|except|excluding|exclude[sd]?|eliminat(?:e[sd]?|ing)|avoid(?:s|ed|ing)?
@@ -103,6 +103,9 @@ _NEGATION_CUE = re.compile(
     |anything[ \t]+but|cannot|without)\b|n['\u2019]t\b""",
     re.IGNORECASE | re.VERBOSE,
 )
+# substrings at least one of which every negation cue contains: a quick filter before the regex
+_CUE_HINTS = ("no", "ne", "exc", "elimin", "avoid", "reject", "rul", "other", "instead", "rather", "anything",
+              "without", "n't", "n\u2019t")
 # phrases with a negation word that do not negate what follows ("no doubt the answer is C")
 _NOT_A_NEGATION = re.compile(
     r"\b(?:no[ \t]+doubt|not[ \t]+only|no[ \t]+matter|without[ \t]+(?:a[ \t]+)?doubt|no[ \t]+question|not[ \t]+hard"
@@ -128,6 +131,7 @@ _DOTTED_BEFORE = re.compile(r"(?<![A-Za-z])[A-Za-z]\.\Z")
 _OPERAND_AFTER = re.compile(
     r"(?:[*^]|[-+/](?=[ \t]*\d)|-(?=\w)|[ \t]*[=<>^\u00d7\u00b7\u00f7\u2264\u2265\u2260])[ \t]*[\w(\\{]"
 )
+_OPERATOR_CHARS = frozenset("*^=<>+-/\u00d7\u00b7\u00f7\u2264\u2265\u2260")
 _OPERAND_BEFORE = re.compile(
     r"(?:[\w)}\]][ \t]*[*^\u00d7\u00b7\u00f7]|[=<>\u2264\u2265\u2260]|\d[ \t]*[-+/])[ \t]*\Z"
 )
@@ -142,6 +146,7 @@ _REFUSAL = re.compile(
 )
 _TAIL_JUNK = re.compile(r"[\s.!)*_$\]]*\Z")
 
+MAX_NEGATED_TAIL = 1000  # negated candidates looked past, per tier, before the tier gives up
 MAX_RESPONSE_CHARS = 1_000_000  # longer responses are scanned only in their last MAX_RESPONSE_CHARS characters
 
 
@@ -177,15 +182,26 @@ def _reference_letter(value: Any) -> str | None:
 def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "") -> bool:
     """Whether a matched single letter counts as a choice. ``kind``: "strong" (right after an answer phrase),
     "marked" (after "Option"), "next" (after a separator; ``after`` is the separator text) or "fallback"."""
-    letter = m["letter"]
-    upper = letter.upper()
-    if (
+    return _letter_like(m, text, choices, kind, after) and not _symbol(m, text, kind)
+
+
+def _symbol(m: re.Match[str], text: str, kind: str) -> bool:
+    """Whether the letter is a symbol in an expression or a dotted abbreviation rather than a choice."""
+    return bool(
         _OPERAND_AFTER.match(text, m.end())
         or _DOTTED_AFTER.match(text, m.end("letter"))
         or _DOTTED_BEFORE.search(text, max(0, m.start("letter") - 2), m.start("letter"))
-        or (kind == "fallback" and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start()))
-    ):
-        return False
+        or (
+            kind == "fallback"
+            and text[max(0, m.start() - 3) : m.start()].rstrip()[-1:] in _OPERATOR_CHARS
+            and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start())
+        )
+    )
+
+
+def _letter_like(m: re.Match[str], text: str, choices: str, kind: str, after: str) -> bool:
+    letter = m["letter"]
+    upper = letter.upper()
     in_choices = upper in choices
     strict_end = _STRICT_END.match(text, m.end()) is not None
     wrapped = bool(m["open"] or m["close"])
@@ -234,13 +250,12 @@ def _negated(text: str, start: int, end: int) -> bool:
     """Whether the letters at text[start:end] are negated by their clause ("not C", "Neither A nor B", "A is not
     correct"). Looks at a bounded window, so the cost per candidate is constant."""
     window = text[max(0, start - _CLAUSE_CHARS) : start]
-    brk = None
-    for brk in _CLAUSE_BREAK.finditer(window):
-        pass
-    if brk is not None:
-        window = window[brk.end() :]
-    if _NEGATION_CUE.search(_NOT_A_NEGATION.sub(" ", window)):
-        return True
+    lowered = window.lower()
+    if any(hint in lowered for hint in _CUE_HINTS) and _NEGATION_CUE.search(window):  # most windows hold no cue
+        last_break = _LAST_CLAUSE_BREAK.match(window)
+        clause = window[last_break.end() :] if last_break else window
+        if _NEGATION_CUE.search(_NOT_A_NEGATION.sub(" ", clause)):
+            return True
     return _NEGATED_AFTER.match(text, end) is not None
 
 
@@ -255,17 +270,24 @@ def _affirmed(chains: list[_Chain], text: str, negated: list[str]) -> list[_Chai
     return kept
 
 
-def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain | None:
-    """The last chain, merged with the chains just before it that are joined only by a separator
-    ("\\boxed{A} or \\boxed{B}", "**A** or **B**")."""
-    if not chains:
-        return None
+def _merge(chains: list[_Chain], text: str, negated: list[str], *, weak_separators: bool) -> _Chain | None:
+    """The last chain that is not negated, merged with the chains just before it that are joined only by a
+    separator ("\\boxed{A} or \\boxed{B}", "**A** or **B**"). Negation is checked lazily, from the end, so only
+    the chains that could take part are looked at; the letters of negated ones are added to ``negated``."""
     chains = sorted(chains, key=lambda c: (c.start, c.end))
-    groups = [chains[-1].letters]  # collected back to front
-    start, end = chains[-1].start, chains[-1].end
-    for prev in reversed(chains[:-1]):
+    last = len(chains) - 1
+    while last >= 0 and _negated(text, chains[last].start, chains[last].end):
+        negated.extend(chains[last].letters)
+        last -= 1
+        if len(chains) - last > MAX_NEGATED_TAIL:  # a response that is a wall of negations commits to nothing
+            return None
+    if last < 0:
+        return None
+    groups = [chains[last].letters]  # collected back to front
+    start, end = chains[last].start, chains[last].end
+    for prev in reversed(chains[:last]):
         if prev.end > start:  # overlapping candidates (the same letter seen by two patterns)
-            if prev.start < start:
+            if prev.start < start and not _negated(text, prev.start, prev.end):
                 groups.append(prev.letters)
                 start, end = prev.start, max(prev.end, end)
             continue
@@ -276,6 +298,9 @@ def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain 
         if gap.strip() and sep is None:
             break
         if sep is not None and not weak_separators and not (sep["w1"] or sep["w2"] or sep["punct"] in ("/", "&")):
+            break
+        if _negated(text, prev.start, prev.end):  # "not A or B": A is no part of the answer, and ends the run
+            negated.extend(prev.letters)
             break
         groups.append(prev.letters)
         start = prev.start
@@ -313,7 +338,7 @@ def _strong(text: str, choices: str, negated: list[str]) -> _Chain | None:
         if chain is not None:
             chains.append(chain)
     chains += _last_line_chain(text, choices)
-    return _merge(_affirmed(chains, text, negated), text, weak_separators=True)
+    return _merge(chains, text, negated, weak_separators=True)
 
 
 def _marked(text: str, choices: str, negated: list[str]) -> _Chain | None:
@@ -325,7 +350,7 @@ def _marked(text: str, choices: str, negated: list[str]) -> _Chain | None:
         chain = _parse_list(text, m.end(), choices, "marked")
         if chain is not None:
             chains.append(chain)
-    return _merge(_affirmed(chains, text, negated), text, weak_separators=True)
+    return _merge(chains, text, negated, weak_separators=True)
 
 
 def _line_markers(text: str, choices: str, negated: list[str]) -> _Chain | None:
@@ -348,7 +373,7 @@ def _fallback(text: str, choices: str, negated: list[str]) -> _Chain | None:
         for m in _ITEM.finditer(text)
         if m["letter"].isupper() and m.start("letter") not in markers and _accept(m, text, choices, "fallback")
     ]
-    return _merge(_affirmed(chains, text, negated), text, weak_separators=False)
+    return _merge(chains, text, negated, weak_separators=False)
 
 
 _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_markers), ("fallback", _fallback))
@@ -369,7 +394,7 @@ def _extract(text: str, choices: str) -> tuple[list[str], str, list[str]]:
         chain = finder(text, choices, negated)
         if chain is not None:
             return list(dict.fromkeys(chain.letters)), source, negated
-    return [], "", list(dict.fromkeys(negated))
+    return [], "", sorted(set(negated))
 
 
 @register_verifier("choice")
