@@ -93,8 +93,8 @@ _BLANKS = re.compile(r"[ \t\f\v]+")
 # _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
 _CLAUSE_CHARS = 80
 _LAST_CLAUSE_BREAK = re.compile(
-    r".*(?:[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore|instead(?! of)|however"
-    r"|rather(?! than)|then|yet)\b)",
+    r".*(?:[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore"
+    r"|instead(?! of)|however|rather(?! than)|then|yet)\b)",
     re.IGNORECASE | re.DOTALL,
 )
 _NEGATION_CUE = re.compile(
