@@ -132,6 +132,11 @@ _TABLE: dict[str, tuple[list[dict[str, Any]], list[str]]] = {
             "(This is one.) (This is two.) (Three.)",
             'He said "Go." Then he left. Done.',
             "**Bold one.** **Bold two.** **Bold three.** **Bold four.**",
+            "~~One here.~~ ~~Two here.~~ ~~Three here.~~",
+            "Is it? No. The answer is here.",
+            "See No. 5 for details. Then stop. Done.",
+            "1. First point.\n2. Second point.\n3. Third point.",
+            "Climb Mt. Everest today. It is tall.",
         ],
     ),
     "length_constraints:number_paragraphs": (

@@ -29,6 +29,11 @@ SENTENCES = [  # (text, sentences)
     ("I like it. I. Really. Do.", 4),  # "I." after a sentence is a one-word sentence, not an initial
     ("He left at 5 p.m. The end.", 2),
     ("Wait... The end.", 2),
+    ("~~One here.~~ ~~Two here.~~", 2),
+    ("Is it? No. The answer is here.", 3),
+    ("See No. 5 for details.", 1),
+    ("See Fig. 3 and pp. 12-14.", 1),
+    ("Climb Mt. Everest today.", 1),
 ]
 
 

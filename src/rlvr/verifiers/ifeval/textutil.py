@@ -50,17 +50,21 @@ def word_tokens(text: str) -> Iterator[str]:
 
 # After one of these "." never ends a sentence (titles, references, "e.g.").
 _HARD_ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof sr jr st rev hon gen col capt lt sgt gov sen rep mt ft vs cf viz e.g i.e eg ie fig figs
-    vol vols pp approx ca dept est no nos op ed eds""".split()
+    """mr mrs ms dr prof sr jr st rev hon gen col capt lt sgt gov sen rep mt ft vs cf viz e.g i.e eg ie
+    approx ca dept est op eds""".split()
 )
+# After one of these "." never ends a sentence before a number ("No. 5", "Fig. 3", "pp. 12"); before anything else
+# it is an ordinary word ("Is it? No. The answer is ...").
+_NUMBER_ABBREVIATIONS = frozenset("no nos fig figs vol vols pp p ch sec eq art".split())
+_NUMBER_LIKE = re.compile(r"[(\[]?(?:\d|[IVXLC]+\b)")
 # After one of these "." ends a sentence only when the next word starts with a capital letter.
 _SOFT_ABBREVIATIONS = frozenset(
     """etc inc ltd co corp al a.m p.m am pm u.s u.k u.n jan feb mar apr jun jul aug sep sept oct nov dec
     mon tue tues wed thu thur thurs fri sat sun""".split()
 )
-# Closing and opening marks around a sentence: quotes, brackets and markdown emphasis ("*One.* *Two.*").
-_CLOSERS = "\"'\u201d\u2019\u00bb)]}*_"
-_OPENERS = "\"'\u201c\u2018\u00ab([{*_"
+# Closing and opening marks around a sentence: quotes, brackets, markdown emphasis ("*One.* *Two.*", "~~One.~~").
+_CLOSERS = "\"'\u201d\u2019\u00bb)]}*_~"
+_OPENERS = "\"'\u201c\u2018\u00ab([{*_~"
 # Words that often open an English sentence. After an abbreviation that can end a sentence ("etc.", "p.m."), a
 # dotted acronym ("U.S.") or an ellipsis, a new sentence starts only at a capitalised word from this list; any other
 # capitalised word is taken for part of the same sentence ("The U.S. Army"), as Punkt's frequent-sentence-starter
@@ -120,6 +124,8 @@ def _ends_sentence(token: str, next_token: str, prev_token: str = "") -> bool:
     if not word:
         return True
     if word in _HARD_ABBREVIATIONS or word.rsplit("-", 1)[-1] in _HARD_ABBREVIATIONS:
+        return False
+    if word in _NUMBER_ABBREVIATIONS and _NUMBER_LIKE.match(next_token):
         return False
     if word in _SOFT_ABBREVIATIONS:
         return _starts_sentence(next_token)
