@@ -211,8 +211,7 @@ def _schema_errors(
     except jsonschema.SchemaError as exc:
         return _error("bad_reference", f"invalid JSON Schema: {exc.message}")
     except json_schema.Unsupported as exc:
-        reason = "unsupported_format" if "format" in str(exc) else "unsupported_schema"
-        return _error(reason, str(exc))
+        return _error(exc.reason, str(exc))
     except (json_schema.DeadlineExceeded, RecursionError):
         raise
     except Exception as exc:  # an unresolvable $ref or another problem of the schema, not of the response

@@ -40,7 +40,12 @@ class DeadlineExceeded(Exception):
 
 
 class Unsupported(ValueError):
-    """The schema asks for a check this module cannot do within its guarantees."""
+    """The schema asks for a check this module cannot do within its guarantees. ``reason`` is
+    "unsupported_format" (a format with no checker) or "unsupported_schema" (a keyword combination)."""
+
+    def __init__(self, message: str, reason: str = "unsupported_schema"):
+        super().__init__(message)
+        self.reason = reason
 
 
 class Deadline:
@@ -340,7 +345,8 @@ def check_supported(schema: Any, cls: Any, check_formats: bool) -> None:
             known = ", ".join(sorted(supported_formats(cls)))
             raise Unsupported(
                 f"format(s) {', '.join(map(repr, unknown))} cannot be checked here (supported: {known}); "
-                "pass check_formats=False to treat formats as annotations"
+                "pass check_formats=False to treat formats as annotations",
+                reason="unsupported_format",
             )
 
 
