@@ -75,6 +75,8 @@ MUST_REJECT = [
     ("It was 9 A.M. so early.", "A", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
     ("Answer: B.C.", "B", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
     ("D.C. is the capital.", "D", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
+    ("Answer: (E)nergy", "E", "ABCDE", Status.UNDECIDABLE, "no_choice_found"),
+    ("[A]pple", "A", "ABCD", Status.UNDECIDABLE, "no_choice_found"),
     # refusals: "I" and "A" as pronoun and article, even where they are choices
     ("I am not sure.", "I", TEN, Status.INCORRECT, "refusal"),
     ("I don't know.", "I", TEN, Status.INCORRECT, "refusal"),

@@ -124,6 +124,8 @@ _NEGATED_AFTER = re.compile(
     + r"|[ \t]*(?:isn't|wasn't|isn\u2019t|wasn\u2019t|can't|cannot|can\u2019t|won't|doesn't|does[ \t]+not|fails)\b",
     re.IGNORECASE,
 )
+# A letter glued to a word through a wrapper is part of that word ("(E)nergy", "[A]pple").
+_GLUED_AFTER = re.compile(r"[*_$)\]}]+[A-Za-z0-9]")
 # A letter inside a dotted abbreviation is not a choice ("E.g.", "A.M.", "D.C.").
 _DOTTED_AFTER = re.compile(r"\.[A-Za-z]\b")
 _DOTTED_BEFORE = re.compile(r"(?<![A-Za-z])[A-Za-z]\.\Z")
@@ -189,6 +191,7 @@ def _symbol(m: re.Match[str], text: str, kind: str) -> bool:
     """Whether the letter is a symbol in an expression or a dotted abbreviation rather than a choice."""
     return bool(
         _OPERAND_AFTER.match(text, m.end())
+        or _GLUED_AFTER.match(text, m.end())
         or _DOTTED_AFTER.match(text, m.end("letter"))
         or _DOTTED_BEFORE.search(text, max(0, m.start("letter") - 2), m.start("letter"))
         or (
