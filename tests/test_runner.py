@@ -48,6 +48,11 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def _wait_dead(pid: int, within_s: float = 5.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -170,15 +175,15 @@ def test_memory_hog_hits_the_memory_cap(runner):
     _ok(runner)
 
 
-def test_segfault_and_hard_exit_kill_only_their_worker(runner):
-    runner.reset_stats()
-    segv, exited = runner.score([C(rf.segfault, "x", None), C(rf.hard_exit, "y", None)])
-    assert (segv.status, segv.reason) == (Status.ERROR, "worker_died"), segv
-    assert segv.details["signal"] == "SIGSEGV" and segv.details["exitcode"] == -11
-    assert (exited.status, exited.reason, exited.details["exitcode"]) == (Status.ERROR, "worker_died", 7)
-    stats = runner.stats()
-    assert (stats["worker_restarts"], stats["errors"]) == (2, 2), stats
-    _ok(runner)
+def test_segfault_and_hard_exit_kill_only_their_worker():
+    with RewardRunner(workers=2, timeout_s=5.0) as runner:  # fresh workers: each death is charged at once
+        segv, exited = runner.score([C(rf.segfault, "x", None), C(rf.hard_exit, "y", None)])
+        assert (segv.status, segv.reason) == (Status.ERROR, "worker_died"), segv
+        assert segv.details["signal"] == "SIGSEGV" and segv.details["exitcode"] == -11
+        assert (exited.status, exited.reason, exited.details["exitcode"]) == (Status.ERROR, "worker_died", 7)
+        stats = runner.stats()
+        assert (stats["worker_restarts"], stats["errors"]) == (2, 2), stats
+        _ok(runner)
 
 
 def test_timeout_kills_what_the_reward_started(runner, tmp_path):
@@ -398,10 +403,11 @@ def test_close_kills_every_worker():
     verdicts = r.score([C(rf.pid_verdict, str(i), None, {"delay": 0.3}) for i in range(4)])
     pids = {v.details["pid"] for v in verdicts}
     assert len(pids) == 2 and all(_alive(pid) for pid in pids)
-    assert all(v.details["ppid"] == os.getpid() for v in verdicts)
+    keepers = {v.details["ppid"] for v in verdicts}  # each worker runs under a keeper, the runner's child
+    assert all(_parent(keeper) == os.getpid() for keeper in keepers)
     r.close()
     r.close()  # idempotent
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(_alive(pid) for pid in pids | keepers)
     assert pids.isdisjoint(p.pid for p in multiprocessing.active_children())
     assert r.stats()["workers"] == 0
     with pytest.raises(RuntimeError, match="closed"):
