@@ -6,6 +6,7 @@ import time
 
 import pytest
 import reward_fns as rf
+from procs import alive, still_works, wait_dead
 
 from rlvr.verifiers import CallableRequest, RewardRunner, Status
 
@@ -18,22 +19,8 @@ def runner():
         yield r
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
-def _wait_dead(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _rss_mib() -> float:
@@ -44,9 +31,6 @@ def _rss_mib() -> float:
     return 0.0
 
 
-def _ok(runner):
-    v = runner.score([C(rf.match, "ok", "ok", cache=False)])[0]
-    assert (v.score, v.status) == (1.0, Status.CORRECT), v
 
 
 # ------------------------------------------------------------------------------------ results
@@ -63,7 +47,7 @@ def test_payloads_that_act_when_unpickled_do_nothing_to_the_caller(runner):
     for v in verdicts:
         assert (v.score, v.status, v.reason) == (1.0, Status.CORRECT, "payload"), v
         assert isinstance(v.details["x"], str) and "_OnUnpickle" in v.details["x"]  # its repr, inert
-    _ok(runner)
+    still_works(runner)
 
 
 def test_details_arrive_as_plain_data(runner):
@@ -88,7 +72,7 @@ def test_a_huge_result_is_refused_and_does_not_grow_the_caller(runner):
         assert (v.status, v.reason) == (Status.ERROR, "bad_verifier_return")  # a str return, not a verdict
         v = small.score([C(rf.huge_result, "z", "1")])[0]
         assert (v.status, v.reason) == (Status.ERROR, "result_too_large")
-    _ok(runner)
+    still_works(runner)
 
 
 @pytest.mark.parametrize("score", ["nan", "inf", "-inf"])
@@ -107,7 +91,7 @@ def test_forged_frames_kill_only_their_worker(runner):
     # a frame cut short: the caller waits for the rest only until the call's deadline
     v = runner.score([C(rf.forges_partial_frame, "x", None, {"timeout_s": 1}, cache=False)])[0]
     assert v.status in (Status.TIMEOUT, Status.ERROR), v
-    _ok(runner)
+    still_works(runner)
 
 
 # ------------------------------------------------------------------------------ what a call starts
@@ -118,15 +102,15 @@ def test_descendants_that_left_the_session_die_with_a_timed_out_call(runner, tmp
     v = runner.score([C(rf.escaped_child_then_hang, "x", str(pid_file), {"timeout_s": 3.0})])[0]
     assert v.status == Status.TIMEOUT
     sleeper = int(pid_file.read_text())
-    assert os.getsid(sleeper) == sleeper if _alive(sleeper) else True  # it really left the worker's session
-    assert _wait_dead(sleeper), f"{sleeper} outlived the call"
+    assert os.getsid(sleeper) == sleeper if alive(sleeper) else True  # it really left the worker's session
+    assert wait_dead(sleeper), f"{sleeper} outlived the call"
 
 
 def test_descendants_die_when_the_call_returns(runner, tmp_path):
     pid_file = tmp_path / "sleeper.pid"
     v = runner.score([C(rf.escaped_child_then_return, "x", str(pid_file), cache=False)])[0]
     assert v.status == Status.CORRECT
-    assert _wait_dead(int(pid_file.read_text()), 2.0)
+    assert wait_dead(int(pid_file.read_text()), 2.0)
 
 
 def test_descendants_die_when_the_worker_dies(runner, tmp_path):
@@ -134,7 +118,7 @@ def test_descendants_die_when_the_worker_dies(runner, tmp_path):
     with RewardRunner(workers=1) as fresh:
         v = fresh.score([C(rf.escaped_child_then_exit, "x", str(pid_file))])[0]
     assert (v.status, v.reason, v.details["exitcode"]) == (Status.ERROR, "worker_died", 5), v
-    assert _wait_dead(int(pid_file.read_text()), 2.0)
+    assert wait_dead(int(pid_file.read_text()), 2.0)
 
 
 # ------------------------------------------------------------------- nothing reaches the next call
