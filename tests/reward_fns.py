@@ -268,3 +268,64 @@ def process_state(response, reference):
 def echo(response, reference):
     """Returns ``reference`` as it is (a Verdict, a float, anything): for fuzzing what the runner accepts."""
     return reference
+
+
+# ---------------------------------------------------------------------------- fuzzing (tests/test_runner_fuzz.py)
+
+
+class _BadRepr:
+    def __init__(self, behaviour):
+        self.behaviour = behaviour
+
+    def __repr__(self):
+        if self.behaviour == "raise":
+            raise RuntimeError("no repr")
+        if self.behaviour == "interrupt":
+            raise KeyboardInterrupt
+        if self.behaviour == "exit":
+            raise SystemExit(4)
+        return 12345  # not a str
+
+
+class _LyingVerdict(Verdict):
+    @property
+    def score(self):
+        raise KeyboardInterrupt
+
+
+def hostile_return(response, kind):
+    """Something odd to return, built here in the worker: ``kind`` names it."""
+    if kind == "deep":
+        value = []
+        for _ in range(100_000):
+            value = [value]
+        return Verdict(1.0, Status.CORRECT, "deep", details={"v": value})
+    if kind == "cycle":
+        d = {}
+        d["d"] = d
+        return Verdict(1.0, Status.CORRECT, "cycle", details=d)
+    if kind.startswith("repr_"):
+        return Verdict(1.0, Status.CORRECT, "repr", details={"o": _BadRepr(kind[5:])})
+    if kind == "huge_int":
+        return Verdict(1.0, Status.CORRECT, "int", details={"n": 10**20000})
+    if kind == "lying_verdict":
+        return object.__new__(_LyingVerdict)
+    if kind == "details_not_dict":
+        return Verdict(1.0, Status.CORRECT, "x", details=[1, 2])
+    if kind == "big_string":
+        return Verdict(1.0, Status.CORRECT, "big", details={"s": "y" * (3 * 2**20)})
+    if kind == "many_keys":
+        return Verdict(1.0, Status.CORRECT, "keys", details={str(i): i for i in range(200_000)})
+    if kind == "surrogates":
+        return Verdict(1.0, Status.CORRECT, "\ud800", "\udfff", details={"\ud800": "\x00"})
+    raise ValueError(kind)
+
+
+HOSTILE_KINDS = ("deep", "cycle", "repr_raise", "repr_interrupt", "repr_exit", "repr_type", "huge_int",
+                 "lying_verdict", "details_not_dict", "big_string", "many_keys", "surrogates")
+
+
+def writes_raw(response, data):
+    """Write ``data`` straight into the worker's result channel, then return normally."""
+    os.write(_worker_result_fd(), data)
+    return 1.0

@@ -33,6 +33,10 @@ class TooLarge(Exception):
     """The encoded verdict would pass the size cap."""
 
 
+class Unencodable(ValueError):
+    """The verdict's details cannot be carried as data (they nest too deep)."""
+
+
 class ProtocolError(Exception):
     """A worker sent something that is not a frame of the protocol (or a frame over the cap)."""
 
@@ -46,7 +50,7 @@ def frame(payload: bytes) -> bytes:
 
 def plain_verdict(v: Any, max_bytes: int) -> dict[str, Any]:
     """``v`` (a Verdict) as JSON-like data built of exact builtin types; raises TooLarge as soon as it would take
-    more than ``max_bytes`` as JSON, ValueError when its details nest deeper than MAX_DEPTH. This is where a
+    more than ``max_bytes`` as JSON, Unencodable when its details nest deeper than MAX_DEPTH. This is where a
     returned object's own code (properties, repr) runs, so the worker calls it inside the call's deadline."""
     return _plain_verdict(v, [max_bytes])
 
@@ -62,7 +66,7 @@ def encode(message: dict[str, Any], max_bytes: int) -> bytes:
 def _plain_verdict(v: Verdict, budget: list[int]) -> dict[str, Any]:
     score = float(v.score)
     if not math.isfinite(score):
-        raise ValueError(f"the score is {score}")
+        raise Unencodable(f"its score is {score}")
     return {
         "score": score,
         "status": Status(v.status).value,
@@ -81,7 +85,7 @@ def _spend(budget: list[int], n: int) -> None:
 def _plain(value: Any, budget: list[int], depth: int) -> Any:
     """``value`` as JSON-like data built of exact builtin types, charging its approximate encoded size."""
     if depth > MAX_DEPTH:
-        raise ValueError(f"details nest deeper than {MAX_DEPTH} levels")
+        raise Unencodable(f"its details nest deeper than {MAX_DEPTH} levels (or refer to themselves)")
     if value is None or value is True or value is False:
         _spend(budget, 5)
         return value

@@ -21,6 +21,8 @@ Protocol (frames: 4-byte big-endian length, then the payload):
 
 from __future__ import annotations
 
+import _signal
+import _thread
 import os
 import pickle
 import signal
@@ -135,9 +137,9 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
             plain = decode.plain_verdict(error(
                 "result_too_large", f"the verdict takes more than {max_bytes} bytes as JSON (the runner's "
                 "max_result_bytes)", limit=max_bytes), max_bytes)
-        except BaseException as exc:
-            plain = decode.plain_verdict(error("bad_verifier_return", f"the verdict cannot be sent: {type(exc).__name__}"),
-                                         max_bytes)
+        except BaseException as exc:  # its own code raised; only our own exception's text is safe to read
+            why = exc.args[0] if type(exc) is decode.Unencodable else f"{type(exc).__name__} while reading it"
+            plain = decode.plain_verdict(error("bad_verifier_return", f"the verdict cannot be sent: {why}"), max_bytes)
         if not state.restore():
             retire = True
         try:
@@ -200,12 +202,13 @@ class _State:
     def __init__(self) -> None:
         self.cwd = os.getcwd()
         self.environ = dict(os.environ)
+        self.environ_data = dict(_environ_data())  # the encoded form: comparing it costs well under a microsecond
         self.umask = os.umask(0o022)
         os.umask(self.umask)
         self.handlers = {}
         for sig in signal.valid_signals():
             try:
-                self.handlers[sig] = signal.getsignal(sig)
+                self.handlers[int(sig)] = _signal.getsignal(sig)
             except (ValueError, OSError):
                 pass
         self.rlimits = {}
@@ -217,7 +220,7 @@ class _State:
                     self.rlimits[getattr(resource, name)] = resource.getrlimit(getattr(resource, name))
         except ImportError:
             pass
-        self.threads = _thread_count()
+        self.threads = _thread._count()
 
     def restore(self) -> bool:
         clean = _kill_descendants()
@@ -226,9 +229,9 @@ class _State:
         sys.settrace(None)
         sys.setprofile(None)
         for sig, handler in self.handlers.items():
-            if signal.getsignal(sig) is not handler:
+            if _signal.getsignal(sig) is not handler:
                 try:
-                    signal.signal(sig, handler)
+                    _signal.signal(sig, handler)
                 except (ValueError, OSError, TypeError):
                     clean = False
         try:
@@ -239,7 +242,7 @@ class _State:
                 os.chdir(self.cwd)
             except OSError:
                 clean = False
-        if os.environ != self.environ:
+        if _environ_data() != self.environ_data:
             os.environ.clear()
             os.environ.update(self.environ)
         os.umask(self.umask)
@@ -252,7 +255,9 @@ class _State:
                         resource.setrlimit(which, limits)
                     except (ValueError, OSError):
                         clean = False
-        if _thread_count() > self.threads:  # a thread the call started is still running: it could act later
+        # A Python thread the call started is still running: it could act during the next call. (Threads of
+        # native libraries, such as BLAS pools, run no Python code and are not counted.)
+        if _thread._count() > self.threads:
             clean = False
         return clean
 
@@ -268,13 +273,8 @@ def _kill_descendants() -> bool:
     return _reap_all(time.monotonic() + _REAP_S)
 
 
-def _thread_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
-
-        return threading.active_count()
+def _environ_data() -> Any:
+    return getattr(os.environ, "_data", os.environ)
 
 
 def _no_core_files() -> None:
