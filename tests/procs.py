@@ -53,3 +53,12 @@ def children(pid: int) -> set[int]:
             except (OSError, IndexError, ValueError):
                 continue
     return out
+
+
+def rss_mib() -> float:
+    """This process's resident memory, in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0

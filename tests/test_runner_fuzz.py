@@ -12,7 +12,7 @@ import pytest
 import reward_fns as rf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from procs import still_works
+from procs import rss_mib, still_works
 
 from rlvr.verifiers import CallableRequest, RewardRunner, Status, Verdict
 from rlvr.verifiers.runner import decode
@@ -56,12 +56,6 @@ def runner():
         yield r
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _well_formed(v: object) -> None:
@@ -94,9 +88,9 @@ def test_any_return_value_becomes_a_well_formed_verdict(runner, value):
           derandomize=True)
 @given(kinds=st.lists(st.sampled_from(rf.HOSTILE_KINDS), min_size=1, max_size=3))
 def test_hostile_return_values_never_reach_the_caller(runner, kinds):
-    before = _rss_mib()
+    before = rss_mib()
     _score_bounded(runner, [C(rf.hostile_return, str(i), kind, cache=False) for i, kind in enumerate(kinds)])
-    assert _rss_mib() - before < 100
+    assert rss_mib() - before < 100
 
 
 frames = st.one_of(

@@ -6,7 +6,7 @@ import time
 
 import pytest
 import reward_fns as rf
-from procs import alive, still_works, wait_dead
+from procs import alive, rss_mib, still_works, wait_dead
 
 from rlvr.verifiers import CallableRequest, RewardRunner, Status
 
@@ -23,12 +23,6 @@ def runner():
 
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 
@@ -59,10 +53,10 @@ def test_details_arrive_as_plain_data(runner):
 
 def test_a_huge_result_is_refused_and_does_not_grow_the_caller(runner):
     runner.score([C(rf.match, "warm", "warm")])
-    before = _rss_mib()
+    before = rss_mib()
     v = runner.score([C(rf.huge_result, "x", "200", {"timeout_s": 20})])[0]
     assert (v.status, v.reason) == (Status.ERROR, "result_too_large"), v
-    assert _rss_mib() - before < 50, (before, _rss_mib())  # before: a 400 MiB result doubled the caller
+    assert rss_mib() - before < 50, (before, rss_mib())  # before: a 400 MiB result doubled the caller
     with RewardRunner(workers=1, max_result_bytes=4096) as small:
         ok, big = small.score([C(rf.huge_result, "x", "0"), C(rf.odd_details, "y", None)])
         assert ok.status == Status.CORRECT
