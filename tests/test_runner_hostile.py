@@ -146,3 +146,33 @@ def test_cwd_environment_and_umask_do_not_leak_into_the_next_call():
         after = r.score([C(rf.process_state, "c", None, cache=False)])[0].details
     assert after == before  # same worker (pid), same cwd, no RLVR_LEAKED, same umask
     assert before["cwd"] == os.getcwd() and before["leaked"] is None
+
+
+def test_everything_a_call_started_dies_with_a_killed_caller(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    pid_file = tmp_path / "sleeper.pid"
+    script = textwrap.dedent(f"""
+        import reward_fns as rf
+        from rlvr.verifiers import CallableRequest, RewardRunner
+        runner = RewardRunner(workers=1, timeout_s=600)
+        runner.score([CallableRequest(rf.escaped_child_then_hang, "x", {str(pid_file)!r})])
+    """)
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "src"), str(tests),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    caller = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sleeper = int(pid_file.read_text())
+        assert alive(sleeper)
+    finally:
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+    assert wait_dead(sleeper, 5.0), f"{sleeper} outlived its killed caller"
