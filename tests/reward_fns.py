@@ -329,3 +329,9 @@ def writes_raw(response, data):
     """Write ``data`` straight into the worker's result channel, then return normally."""
     os.write(_worker_result_fd(), data)
     return 1.0
+
+
+def forks_and_returns_twice(response, reference):
+    """Both the worker and its forked child return from here: only the worker may answer."""
+    child = os.fork()
+    return Verdict(1.0, Status.CORRECT, "forked", details={"child": child == 0})

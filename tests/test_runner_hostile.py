@@ -130,6 +130,14 @@ def test_a_crash_armed_by_one_call_is_not_charged_to_the_next(fn):
         assert r.score([C(rf.match, "z", "z", cache=False)])[0].status == Status.CORRECT
 
 
+def test_a_forked_copy_of_the_worker_never_answers(runner):
+    verdicts = runner.score([C(rf.forks_and_returns_twice, str(i), None, cache=False) for i in range(4)])
+    assert [v.details for v in verdicts] == [{"child": False}] * 4, verdicts
+    before = runner.stats()["worker_restarts"]
+    still_works(runner)
+    assert runner.stats()["worker_restarts"] == before
+
+
 def test_a_death_on_a_used_worker_is_retried_once_then_charged():
     with RewardRunner(workers=1) as r:
         r.score([C(rf.match, "warm", "warm")])  # the worker has served a call

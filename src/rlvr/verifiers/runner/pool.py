@@ -408,8 +408,9 @@ class Pool:
 
 def _kill(w: _Worker) -> None:
     """SIGKILL a worker's keeper and every process below it (frozen first, see tree.py), then reap the keeper."""
+    killed: list[int] = []
     if w.proc.returncode is None:  # not reaped yet, so its pid is still its own
-        tree.kill_tree(w.pid, include_root=True)
+        killed = tree.kill_tree(w.pid, include_root=True)
         try:
             os.killpg(w.pid, signal.SIGKILL)  # the keeper leads a process group; also without /proc
         except OSError:
@@ -418,6 +419,7 @@ def _kill(w: _Worker) -> None:
         w.proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    tree.wait_gone(killed, 2.0)  # so that when close() returns, nothing of ours still runs
 
 
 def _interpreter() -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 _LINUX = sys.platform.startswith("linux")
 _PR_SET_PDEATHSIG = 1
@@ -55,8 +56,8 @@ def descendants(root: int, parents: dict[int, int] | None = None) -> set[int]:
     return found
 
 
-def kill_tree(root: int, *, include_root: bool) -> int:
-    """SIGKILL every descendant of ``root`` (and ``root`` when ``include_root``); return how many were killed.
+def kill_tree(root: int, *, include_root: bool) -> list[int]:
+    """SIGKILL every descendant of ``root`` (and ``root`` when ``include_root``); return the pids signalled.
 
     Safe against pid reuse as long as nothing but ``root``'s own parent reaps ``root``, and ``root`` does not reap
     its children meanwhile: the caller is ``root``'s parent, or ``root`` itself (killing its descendants)."""
@@ -64,7 +65,7 @@ def kill_tree(root: int, *, include_root: bool) -> int:
         _killpg(root)
         if include_root:
             _kill(root, signal.SIGKILL)
-        return 0
+        return [root] if include_root else []
     stopped: list[int] = []
     seen: set[int] = set()
     if include_root:
@@ -83,7 +84,27 @@ def kill_tree(root: int, *, include_root: bool) -> int:
             seen.add(pid)
     for pid in stopped:
         _kill(pid, signal.SIGKILL)
-    return len(stopped) - (1 if include_root else 0)
+    return stopped
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> bool:
+    """Wait until none of ``pids`` runs any more (a zombie has stopped running); False at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while _running(pid):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+    return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
 
 
 def _kill(pid: int, sig: int) -> None:

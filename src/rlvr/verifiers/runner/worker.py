@@ -123,6 +123,7 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
     limit = _cap_address_space(init["memory_mb"])
     max_bytes = init["max_result_bytes"]
     state = _State()
+    me = os.getpid()
     _send(result_fd, decode.encode({"ready": os.getpid(), "limit": limit}, max_bytes))
     while True:
         payload = _read_frame(request_fd)
@@ -130,6 +131,8 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
             return
         seq, fn_blob, args_blob = pickle.loads(payload)
         verdict = _run_task(fn_blob, args_blob)
+        if os.getpid() != me:  # a child the call forked, returning into this loop: it must not answer or serve
+            os._exit(0)
         retire = verdict.reason == "memory_limit"  # its heap may be fragmented: start afresh
         try:  # the returned object's own code (properties, repr) runs here, still within the call's deadline
             plain = decode.plain_verdict(verdict, max_bytes)
