@@ -7,7 +7,7 @@ choose what the caller executes while unpickling (sleep, os._exit, raise Keyboar
 - in the worker, ``plain_verdict`` turns the Verdict into JSON-like data (str, int, float, bool, None, lists, dicts with
   str keys; any other object becomes its repr), stopping as soon as the text would pass the size cap;
 - between them, frames are a 4-byte big-endian length and that many bytes; ``FrameReader`` reads them without
-  blocking and refuses a frame longer than its cap before reading it;
+  blocking and refuses a frame longer than its cap as soon as its length is in;
 - in the caller, ``decode`` parses the JSON (time linear in its size, memory bounded by the cap) and checks its
   shape; a score must be finite and a status one of Status's values.
 """
@@ -129,23 +129,23 @@ def _repr(value: Any, budget: list[int]) -> str:
 
 
 class FrameReader:
-    """Frames from a non-blocking file descriptor, each at most ``max_bytes`` long; never reads past the frame
-    it is in, so a worker cannot make the caller hold more than one frame."""
+    """Frames from a non-blocking file descriptor, each at most ``max_bytes`` long. A frame's length is checked
+    as soon as its header is in, so the reader never holds more than one capped frame plus one read's chunk."""
+
+    CHUNK = 1 << 16
 
     def __init__(self, fd: int, max_bytes: int):
         self.fd, self.max_bytes = fd, max_bytes
         self.buf = bytearray()
-        self.need: int | None = None  # payload length once the header is in
         self.eof = False
 
     def read(self) -> list[bytes]:
-        """Complete frames available now (reads until the pipe would block); ProtocolError on an oversized frame.
+        """Complete frames available now (reads until the pipe is drained); ProtocolError on an oversized frame.
         Sets ``eof`` when the writer has gone."""
-        frames = []
+        frames: list[bytes] = []
         while True:
-            want = HEADER.size - len(self.buf) if self.need is None else self.need - len(self.buf)
             try:
-                chunk = os.read(self.fd, min(want, 1 << 20))
+                chunk = os.read(self.fd, self.CHUNK)
             except BlockingIOError:
                 return frames
             except OSError:
@@ -155,17 +155,16 @@ class FrameReader:
                 self.eof = True
                 return frames
             self.buf += chunk
-            if self.need is None and len(self.buf) == HEADER.size:
-                (self.need,) = HEADER.unpack(self.buf)
-                self.buf = bytearray()
-                if self.need > self.max_bytes:
-                    raise ProtocolError(f"a frame of {self.need} bytes (the cap is {self.max_bytes})")
-            if self.need is not None and len(self.buf) == self.need:
-                frames.append(bytes(self.buf))
-                self.buf, self.need = bytearray(), None
-
-    def partial(self) -> bool:
-        return bool(self.buf) or self.need is not None
+            while len(self.buf) >= HEADER.size:
+                (n,) = HEADER.unpack_from(self.buf)
+                if n > self.max_bytes:
+                    raise ProtocolError(f"a frame of {n} bytes (the cap is {self.max_bytes})")
+                if len(self.buf) < HEADER.size + n:
+                    break
+                frames.append(bytes(self.buf[HEADER.size : HEADER.size + n]))
+                del self.buf[: HEADER.size + n]
+            if len(chunk) < self.CHUNK:  # the pipe had no more: skip the read that would only say so
+                return frames
 
 
 def decode(payload: bytes) -> dict[str, Any]:

@@ -183,6 +183,7 @@ class Pool:
                 timeout_ms = max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
             events = poller.poll(timeout_ms)
             touched: dict[int, _Worker] = {}
+            exited: set[int] = set()
             for fd, _ in events:
                 if fd == self.wake_r:
                     try:
@@ -191,11 +192,14 @@ class Pool:
                     except OSError:
                         pass
                 elif fd in owners:
-                    touched[id(owners[fd])] = owners[fd]
+                    w = owners[fd]
+                    touched[id(w)] = w
+                    if fd == w.pidfd:
+                        exited.add(id(w))
             now = time.monotonic()
             for w in list(self.workers):
                 if id(w) in touched or w.pidfd is None:
-                    self._service(w)
+                    self._service(w, exited=id(w) in exited or w.pidfd is None or w.reader.eof)
                 if w in self.workers and w.deadline is not None and now >= w.deadline:
                     self._expire(w)
 
@@ -282,8 +286,9 @@ class Pool:
                 return
             del w.outbuf[:n]
 
-    def _service(self, w: _Worker) -> None:
-        """Write and read what a worker's pipes allow; reap it once it has exited."""
+    def _service(self, w: _Worker, *, exited: bool = True) -> None:
+        """Write and read what a worker's pipes allow; reap it once it has exited (looked at only when
+        ``exited`` says it may have: a wait on the process costs more than the rest of a call's handling)."""
         if w.outbuf:
             self._flush(w)
         try:
@@ -299,7 +304,7 @@ class Pool:
                 return
             if w not in self.workers:
                 return
-        if w.proc.poll() is not None:
+        if (exited or w.reader.eof) and w.proc.poll() is not None:
             self._reap(w)
 
     def _handle(self, w: _Worker, message: dict[str, Any]) -> None:
