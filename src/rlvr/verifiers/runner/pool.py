@@ -49,7 +49,7 @@ class Task:
 
 class _Worker:
     __slots__ = ("proc", "pid", "pidfd", "request_fd", "reader", "outbuf", "state", "task", "deadline", "sent_at",
-                 "seq", "served", "limit")
+                 "seq", "served")
 
     def __init__(self, proc: subprocess.Popen, request_fd: int, result_fd: int, max_frame: int, deadline: float):
         self.proc, self.pid = proc, proc.pid
@@ -66,7 +66,6 @@ class _Worker:
         self.sent_at = 0.0
         self.seq = 0
         self.served = 0  # calls answered: a death on a worker that served others is not blamed on the call at once
-        self.limit: int | None = None
 
 
 class Pool:
@@ -310,8 +309,6 @@ class Pool:
     def _handle(self, w: _Worker, message: dict[str, Any]) -> None:
         if w.state == "starting" and "ready" in message:
             w.state, w.deadline = "idle", None
-            limit = message.get("limit")
-            w.limit = limit if type(limit) is int else None
             self.start_failures = 0
             return
         if w.state != "busy" or message.get("seq") != w.seq or type(message.get("retire")) is not bool:

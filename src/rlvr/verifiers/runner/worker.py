@@ -133,7 +133,6 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
         verdict = _run_task(fn_blob, args_blob)
         if os.getpid() != me:  # a child the call forked, returning into this loop: it must not answer or serve
             os._exit(0)
-        retire = verdict.reason == "memory_limit"  # its heap may be fragmented: start afresh
         try:  # the returned object's own code (properties, repr) runs here, still within the call's deadline
             plain = decode.plain_verdict(verdict, max_bytes)
         except decode.TooLarge:
@@ -143,6 +142,8 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
         except BaseException as exc:  # its own code raised; only our own exception's text is safe to read
             why = exc.args[0] if type(exc) is decode.Unencodable else f"{type(exc).__name__} while reading it"
             plain = decode.plain_verdict(error("bad_verifier_return", f"the verdict cannot be sent: {why}"), max_bytes)
+        # after a MemoryError the heap may be fragmented: start afresh
+        retire = (plain["status"], plain["reason"]) == ("error", "memory_limit")
         if not state.restore():
             retire = True
         try:
