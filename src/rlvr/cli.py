@@ -128,6 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    plugin = argparse.ArgumentParser(add_help=False)
+    plugin.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                        help="import this module (a dotted name or a .py file) first, so that what it registers "
+                             "(verifiers, estimators, losses, engines) is known; repeatable")
+    add_parser = sub.add_parser
+
+    def with_plugins(name: str, **kwargs):
+        return add_parser(name, parents=[plugin], **kwargs)
+
+    sub.add_parser = with_plugins  # every command takes --plugin
 
     demo = sub.add_parser("demo", help="train a tiny model on arithmetic from scratch and show RL improving it")
     demo.add_argument("--out", default="demo_out", help="directory for the models, run and report (default: demo_out)")
@@ -186,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "plugin", None):
+            from rlvr.plugins import load_plugins
+
+            load_plugins(args.plugin)
         return args.func(args)
     except (ValueError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

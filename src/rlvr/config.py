@@ -120,6 +120,7 @@ class TrainConfig:
     progress: bool = True  # show a progress bar
     lr_schedule: str = "constant"  # after warm-up: constant, linear (to 0 at train.steps) or cosine (to lr_min_ratio)
     lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
+    overwrite: bool = False  # start afresh in a train.out that holds an earlier run (its files are removed)
 
 
 @dataclass
@@ -130,13 +131,14 @@ class Config:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    plugins: list = field(default_factory=list)  # user modules imported before validation (rlvr.plugins)
 
     def to_dict(self) -> dict:
         """Plain nested dict {section: {key: value}}."""
         return dataclasses.asdict(self)
 
 
-_SECTIONS: dict[str, type] = typing.get_type_hints(Config)
+_SECTIONS: dict[str, type] = {k: v for k, v in typing.get_type_hints(Config).items() if k != "plugins"}
 _HINTS: dict[str, dict[str, Any]] = {s: typing.get_type_hints(cls) for s, cls in _SECTIONS.items()}
 _ALL_KEYS = [f"{s}.{k}" for s, hints in _HINTS.items() for k in hints]
 
@@ -295,7 +297,26 @@ def _assign_tree(values: dict, sources: dict, tree: Any, where: str) -> None:
     if not isinstance(tree, dict):
         raise ConfigError(f"{where}: expected a mapping of sections ({', '.join(_SECTIONS)}), got {_describe(tree)}")
     for section, body in tree.items():
+        if section == "plugins":
+            _plugins(values, body, where)
+            continue
         _assign(values, sources, [str(section)], body, where)
+
+
+def _plugins(values: dict, specs: Any, where: str, base_dir: str | None = None) -> None:
+    """Import the plugins now, before anything is validated against the registries."""
+    from rlvr.plugins import PluginError, load_plugins
+
+    if base_dir is None and os.path.isfile(where):
+        base_dir = os.path.dirname(os.path.abspath(where))
+    try:
+        modules = load_plugins(specs, base_dir)
+    except PluginError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    specs = [specs] if isinstance(specs, str) else list(specs)
+    # a file plugin is recorded by its absolute path, so a saved config.yaml loads it from anywhere
+    recorded = [m.__file__ if s.endswith(".py") and getattr(m, "__file__", None) else s for s, m in zip(specs, modules)]
+    values.setdefault("__plugins__", []).extend(recorded)
 
 
 def _apply_recipe(values: dict, sources: dict) -> None:
@@ -317,7 +338,7 @@ def _apply_recipe(values: dict, sources: dict) -> None:
 
 def _build(values: dict, sources: dict) -> Config:
     _apply_recipe(values, sources)
-    cfg = Config(**{s: cls(**values[s]) for s, cls in _SECTIONS.items()})
+    cfg = Config(**{s: cls(**values[s]) for s, cls in _SECTIONS.items()}, plugins=list(values.get("__plugins__", [])))
     for key, (check, expected) in _RULES.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
@@ -385,6 +406,9 @@ def load_config(path: str | os.PathLike | None, overrides: Sequence[str] = ()) -
         key = key.strip()
         if not eq or "" in key.split("."):
             raise ConfigError(f"{where}: expected the form section.key=value, e.g. train.steps=10")
+        if key == "plugins":
+            _plugins(values, _yaml(raw, where, in_file=False), where, base_dir=os.getcwd())
+            continue
         _assign(values, sources, key.split("."), _yaml(raw, where, in_file=False), where)
     return _build(values, sources)
 

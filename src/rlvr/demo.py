@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -68,7 +69,8 @@ def rl_config(warm: Path, out: Path, *, seed: int, progress: bool, rl_steps: int
     """The RL phase's config: RL_CONFIG with the run's paths and seed, then ``overrides`` (dotted key=value)."""
     tree = copy.deepcopy(RL_CONFIG)
     tree["model"] = {"path": str(warm)}
-    tree["train"].update(steps=rl_steps or RL_CONFIG["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress)
+    tree["train"].update(steps=rl_steps or RL_CONFIG["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress,
+                         overwrite=True)  # a demo run again replaces the previous one
     if not overrides:
         return config_from_dict(tree, source="demo")
     base = out / "demo-config.yaml"
@@ -108,7 +110,7 @@ def run_demo(
     model.save_pretrained(warm)
     tokenizer.save_pretrained(warm)
     cfg = rl_config(warm, out, seed=seed, progress=progress, rl_steps=rl_steps, overrides=overrides)
-    heldout_dir = out / "rl" / "eval"
+    heldout_dir = out / "heldout"
     before = heldout_pass_at_1(model, tokenizer, heldout, cfg, heldout_dir / "heldout-before-rl.json")
     print(f"demo: after the supervised warm start, held-out pass@1 = {100 * before:.1f}%")
 
@@ -119,6 +121,9 @@ def run_demo(
 
     result = DemoResult(before, after, len(heldout), time.perf_counter() - started, str(final))
     (out / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    (run_dir / "eval").mkdir(exist_ok=True)
+    for path in heldout_dir.iterdir():  # both held-out evaluations appear in the run's report
+        shutil.copy(path, run_dir / "eval" / path.name)
     report = write_run_report(run_dir, out / "report")
     print(f"demo: report {report}; final checkpoint {final}")
     print(f"demo: pass@1 before={100 * before:.1f}% after={100 * after:.1f}% on {len(heldout)} held-out tasks")

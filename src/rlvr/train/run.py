@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from rlvr.config import Config, save_config
-from rlvr.models import load_model
+from rlvr.models import load_model, resolve_device
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.episodes import Scoring
 from rlvr.tasks import PromptSampler, Task, load_tasks
@@ -79,6 +80,42 @@ def lr_factor(step: int, cfg: Config) -> float:
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+class RunSetupError(ValueError):
+    """The run cannot start or continue as configured (its directory, device, disk or an optional package); the
+    message is one line naming the key or path."""
+
+
+# What a run writes into train.out; a directory holding any of these holds an earlier run.
+RUN_FILES = ("metrics.jsonl", "config.yaml", "manifest.json", "checkpoint-*", ".tmp-checkpoint-*", "eval", "report",
+             "tensorboard")
+
+
+def prepare_run_dir(cfg: Config, resume: bool) -> None:
+    """Refuse to mix two runs in one directory; check it is writable before the model loads."""
+    run_dir = Path(cfg.train.out)
+    earlier = sorted({p.name for pattern in RUN_FILES for p in run_dir.glob(pattern)}) if run_dir.is_dir() else []
+    if earlier and not resume:
+        if not cfg.train.overwrite:
+            raise RunSetupError(
+                f"train.out={run_dir} already holds a run ({', '.join(earlier[:4])}{', ...' if len(earlier) > 4 else ''}): "
+                "add --resume to continue it, train.overwrite=true to replace it, or choose another train.out")
+        for name in earlier:
+            path = run_dir / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".rlvr-write-check"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise RunSetupError(f"train.out={run_dir}: cannot write there ({exc.strerror or exc})") from None
+    if cfg.train.tensorboard:
+        try:
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError:
+            raise RunSetupError("train.tensorboard=true needs the tensorboard package: pip install 'rlvr[tensorboard]'") from None
+
+
 class TrainingDiverged(RuntimeError):
     """train.max_bad_steps steps in a row had a non-finite loss or gradient."""
 
@@ -129,6 +166,8 @@ class TrainingRun:
                                          reference_field=cfg.data.reference_field)[: cfg.data.eval_size or None]
             check_verifiers(self.eval_tasks, cfg.data.verifier)
 
+        prepare_run_dir(cfg, resume)
+        resolve_device(cfg.model.device)
         checkpoint = latest_checkpoint(self.dir) if resume else None
         self.model, self.tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
         self.model.train()
@@ -245,7 +284,15 @@ class TrainingRun:
         return step == self.cfg.train.steps or bool(every and step % every == 0)
 
     def save(self, step: int) -> None:
-        save_checkpoint(self.dir, step, self.model, self.tokenizer, self.state())
+        try:
+            save_checkpoint(self.dir, step, self.model, self.tokenizer, self.state())
+        except OSError as exc:
+            remove_partial_checkpoints(self.dir)
+            previous = latest_checkpoint(self.dir)
+            kept = f"the previous checkpoint {previous.name} is intact" if previous else "no earlier checkpoint exists"
+            self.log.close()
+            raise RunSetupError(f"step {step}: checkpoint-{step} could not be saved in {self.dir} "
+                                f"({exc.strerror or exc}); {kept}") from None
         prune_checkpoints(self.dir, self.cfg.train.keep_last)
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ class UnknownVerifierError(KeyError, ValueError):
         if close:
             message += f" (did you mean {close[0]!r}?)"
         message += "; known verifiers: " + (", ".join(self.known) or "none")
+        message += " (a verifier of your own: import its module with --plugin FILE_OR_MODULE or `plugins:` in the config)"
         super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would repr() the message

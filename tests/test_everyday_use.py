@@ -1,0 +1,179 @@
+"""What a new user trips over, pinned: an existing run directory is never mixed into, user plugins work from the
+command line, environment problems are one line before the model loads, a failed checkpoint save leaves the
+previous one usable, and learner metrics average over the rows that carry them."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.cli import main
+from rlvr.config import ConfigError, config_from_dict, load_config
+from rlvr.train import train
+from rlvr.train.metrics import read_metrics
+from rlvr.train.run import RunSetupError
+
+from conftest import one_digit_rl_config
+
+
+def _cfg(model_dir, out, steps=2, **train_keys):
+    cfg = one_digit_rl_config(model_dir, out, steps=steps, **train_keys)
+    cfg["data"]["prompts_per_step"] = 4
+    cfg["rollout"]["group_size"] = 4
+    return config_from_dict(cfg)
+
+
+# ---------------------------------------------------------------------------------------------- run directory
+
+
+def test_a_second_run_into_the_same_directory_is_refused(tiny_model_dir, tmp_path):
+    train(_cfg(tiny_model_dir, tmp_path))
+    before = (tmp_path / "metrics.jsonl").read_text()
+    with pytest.raises(RunSetupError, match=r"already holds a run .*--resume.*train.overwrite=true"):
+        train(_cfg(tiny_model_dir, tmp_path))
+    assert (tmp_path / "metrics.jsonl").read_text() == before  # nothing was touched
+
+
+def test_overwrite_starts_afresh_and_resume_continues(tiny_model_dir, tmp_path):
+    train(_cfg(tiny_model_dir, tmp_path, steps=2))
+    (tmp_path / "notes.txt").write_text("mine")
+    rows = read_metrics(train(_cfg(tiny_model_dir, tmp_path, steps=1, overwrite=True)))
+    assert [r["step"] for r in rows] == [1]
+    assert not (tmp_path / "checkpoint-2").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+    rows = read_metrics(train(_cfg(tiny_model_dir, tmp_path, steps=2), resume=True))
+    assert [r["step"] for r in rows] == [1, 2]
+
+
+def test_cli_refuses_with_one_line(tiny_model_dir, tmp_path, capsys):
+    args = ["train", "examples/arithmetic.yaml", f"model.path={tiny_model_dir}", f"train.out={tmp_path}",
+            "train.steps=1", "data.prompts_per_step=2", "rollout.group_size=2", "train.progress=false"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a run" in err[0]
+
+
+# ---------------------------------------------------------------------------------------- environment problems
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_cuda_on_a_cpu_build_is_one_line_before_the_model_loads(tmp_path, capsys):
+    assert main(["train", "examples/arithmetic.yaml", "model.path=/nonexistent/model", "model.device=cuda",
+                 f"train.out={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "model.device=cuda" in err and "cpu" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_run_directory(tiny_model_dir, tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(RunSetupError, match="cannot write there"):
+            train(_cfg(tiny_model_dir, tmp_path / "run"))
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_run_directory_blocked_by_a_file(tiny_model_dir, tmp_path):
+    (tmp_path / "run").write_text("a file, not a folder")
+    with pytest.raises(RunSetupError, match=r"train.out=.*run: cannot write there"):
+        train(_cfg(tiny_model_dir, tmp_path / "run"))
+
+
+def test_tensorboard_without_the_package(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # an import of it now raises ImportError
+    with pytest.raises(RunSetupError, match=r"rlvr\[tensorboard\]"):
+        train(_cfg(tiny_model_dir, tmp_path, tensorboard=True))
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_a_failed_checkpoint_save_keeps_the_previous_one(tiny_model_dir, tmp_path, monkeypatch):
+    import rlvr.train.run as run_module
+
+    real = run_module.save_checkpoint
+
+    def disk_full_at_step_2(run_dir, step, *args, **kwargs):
+        if step == 2:
+            (run_dir / ".tmp-checkpoint-2").mkdir()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(run_dir, step, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "save_checkpoint", disk_full_at_step_2)
+    with pytest.raises(RunSetupError, match=r"checkpoint-2 could not be saved .*No space left.*checkpoint-1 is intact"):
+        train(_cfg(tiny_model_dir, tmp_path, steps=2, save_every=1))
+    assert (tmp_path / "checkpoint-1" / "trainer_state.pt").is_file()
+    assert not list(tmp_path.glob(".tmp-checkpoint-*"))
+
+
+# ------------------------------------------------------------------------------------------------------ plugins
+
+PLUGIN = textwrap.dedent('''
+    from rlvr.verifiers import Verdict, register_verifier
+
+    @register_verifier("mine.ends_with_reference", isolation="inline")
+    def ends_with_reference(response, reference, **_):
+        ok = response.strip().endswith(str(reference))
+        return Verdict(1.0 if ok else 0.0, "correct" if ok else "incorrect", "suffix")
+''')
+
+
+def _rlvr(args, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "rlvr.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_a_plugin_verifier_from_the_command_line_alone(tiny_model_dir, tmp_path):
+    """train (plugins: in the config), then eval and verify (--plugin), with a verifier of the user's own."""
+    (tmp_path / "my_rewards.py").write_text(PLUGIN)
+    (tmp_path / "cfg.yaml").write_text(textwrap.dedent(f"""
+        plugins: [./my_rewards.py]
+        model: {{path: {tiny_model_dir}}}
+        data: {{train: "arithmetic:train:digits=1", verifier: mine.ends_with_reference, prompts_per_step: 2}}
+        rollout: {{group_size: 2, max_new_tokens: 3}}
+        train: {{steps: 1, out: {tmp_path / 'run'}, progress: false}}
+    """))
+    done = _rlvr(["train", "cfg.yaml"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "my_rewards.py" in (tmp_path / "run" / "config.yaml").read_text()
+    done = _rlvr(["eval", "--plugin", "./my_rewards.py", "--model", str(tiny_model_dir), "--data",
+                  "arithmetic:eval:digits=1,n=3", "--verifier", "mine.ends_with_reference", "--max-new-tokens", "3",
+                  "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "rows.jsonl").write_text('{"response": "so 12", "reference": "12"}\n{"response": "13", "reference": "12"}\n')
+    done = _rlvr(["verify", "--plugin", "my_rewards", "--verifier", "mine.ends_with_reference", "--input", "rows.jsonl"],
+                 tmp_path)
+    assert done.returncode == 0 and "correct=1 (50.0%)" in done.stdout, done.stdout + done.stderr
+
+
+def test_unknown_verifier_says_how_to_load_a_plugin(tmp_path, capsys):
+    (tmp_path / "rows.jsonl").write_text('{"response": "1", "reference": "1"}\n')
+    assert main(["verify", "--verifier", "mine.nothing", "--input", str(tmp_path / "rows.jsonl")]) == 2
+    assert "--plugin" in capsys.readouterr().err
+
+
+def test_a_broken_plugin_is_a_config_error_naming_it(tmp_path):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "c.yaml").write_text("plugins: [./broken.py]\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: plugin ./broken.py: import failed at .*broken.py:1: RuntimeError: boom"):
+        load_config(tmp_path / "c.yaml")
+
+
+# ------------------------------------------------------------------------------------------------------ metrics
+
+
+def test_learner_metrics_average_over_the_rows_that_carry_them(warm_model_dir, tmp_path):
+    """On-policy, the trainer/rollout ratio is 1 whatever share of rows had all-zero advantages (and were skipped)."""
+    rows = read_metrics(train(_cfg(warm_model_dir, tmp_path, steps=3)))
+    for r in rows:
+        if r["rows_backpropagated"]:
+            assert r["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+            assert r["rollout_ratio_mean"] == pytest.approx(1.0, abs=1e-3) and r["rollout_ratio_max"] >= 0.999
