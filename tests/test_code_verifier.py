@@ -16,7 +16,7 @@ import pytest
 
 from rlvr.verifiers import ScoreRequest, Status, score_batch, verify
 from rlvr.verifiers.code import extract_program, isolation_level
-from rlvr.verifiers.code.sandbox import _UID_BASE
+from code_sandbox_checks import assert_no_trace, sandbox_base  # noqa: F401 - sandbox_base is a fixture
 
 FAST = {"timeout_s": 2.0}
 
@@ -37,31 +37,6 @@ def _bubblewrap_is_installed():
     assert isolation_level() == "bwrap", (
         "the code sandbox needs bubblewrap and namespaces (apt-get install bubblewrap); `make test` installs it"
     )
-
-
-def sandbox_processes() -> list[int]:
-    """Processes on this machine owned by a sandbox uid."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid >= _UID_BASE:
-                    found.append(int(entry.name))
-            except FileNotFoundError:
-                continue
-    return found
-
-
-def sandbox_dirs() -> list[str]:
-    return [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("rlvr-sandbox-")]
-
-
-def assert_no_trace():
-    deadline = time.monotonic() + 3
-    while sandbox_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert sandbox_processes() == [], "a sandboxed process outlived its run"
-    assert sandbox_dirs() == [], "a sandbox directory was left behind"
 
 
 # ------------------------------------------------------------------------------------------ extraction
@@ -204,7 +179,7 @@ def test_garbage_on_the_channel_is_the_programs_failure():
         "    return a + b\n"
     )
     v = verify("code", program, ADD_TESTS, **FAST)
-    assert v.status == Status.INCORRECT and v.details["tests"][0]["reason"] == "program_exited", v.details
+    assert v.status == Status.INCORRECT and v.details["tests"][0]["reason"] == "protocol_violation", v.details
 
 
 def test_undecodable_responses_release_their_sandbox():
@@ -384,7 +359,6 @@ def test_killing_the_parent_fails_harmlessly():
 
 
 def test_filling_the_disk_is_capped():
-    before = os.statvfs(tempfile.gettempdir())
     program = py(
         "def add(a, b):\n"
         "    n = 0\n"
@@ -401,10 +375,9 @@ def test_filling_the_disk_is_capped():
         "        pass\n"
         "    return n\n"
     )
-    v = verify("code", program, assert_tests("assert add(1, 2) <= 32"), timeout_s=5, disk_bytes=32 * 1024 * 1024)
+    v = verify("code", program, assert_tests("assert 8 <= add(1, 2) <= 32"), timeout_s=5,
+               disk_bytes=32 * 1024 * 1024)
     assert v.status == Status.CORRECT, v.details  # 32 MiB across /tmp and /dev/shm, nothing more
-    after = os.statvfs(tempfile.gettempdir())
-    assert abs(after.f_bfree - before.f_bfree) * after.f_frsize < 64 * 1024 * 1024
     assert_no_trace()
 
 

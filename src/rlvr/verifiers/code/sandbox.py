@@ -34,9 +34,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlvr.verifiers.code.folders import SandboxFolder
+
 INSIDE = Path(__file__).with_name("inside.py")
+HARNESS_FILES = (INSIDE, Path(__file__).with_name("codec.py"))  # what the sandbox runs, besides the program
 LEVELS = ("bwrap", "process")
 _UID_BASE = 200_000  # sandbox uids: _UID_BASE + 0..4095, never a real account
+# one place per machine, whatever each checker's temp or sandbox dir, so no two checkers share a uid
+_UID_LOCKS = Path("/run/lock" if os.path.isdir("/run/lock") else "/tmp") / "rlvr-uid-locks"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -114,8 +119,8 @@ class _UidSlots:
         if not self.available.acquire(timeout=timeout_s):
             raise SandboxUnavailable("every sandbox slot of this process is busy")
         try:
-            directory = Path(tempfile.gettempdir()) / "rlvr-uid-locks"
-            directory.mkdir(mode=0o700, exist_ok=True)
+            directory = _UID_LOCKS
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             start = (os.getpid() * 7919) % self.size
             for k in range(self.size):
                 uid = _UID_BASE + (start + k) % self.size
@@ -211,7 +216,7 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
 
 @dataclass
 class Sandbox:
-    """One program in one sandbox directory; ``start`` launches a process, ``close`` removes every trace.
+    """One program in one sandbox folder; ``start`` launches a process, ``close`` removes every trace.
 
     Use as a context manager. ``level`` None picks the strongest available; asking for ``network=False``
     (the default) where the strongest level cannot block the network raises SandboxUnavailable."""
@@ -220,6 +225,7 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     network: bool = False
     level: str | None = None
+    base_dir: str | None = None  # where the sandbox folder is made (folders.base_dir)
 
     def __post_init__(self):
         available = isolation_level()
@@ -237,20 +243,21 @@ class Sandbox:
                 "programs with the host's network at the 'process' level"
             )
         self.uid: int | None = None
-        self.dir: Path | None = None
+        self.folder: SandboxFolder | None = None
         self.procs: list[subprocess.Popen] = []
         self.closed = False
         try:
             if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
                 self.uid = _SLOTS.acquire()
-            self.dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-"))
-            os.chmod(self.dir, 0o755)
+            self.folder = SandboxFolder(self.base_dir)
+            self.dir = self.folder.box  # what the program may see: its source and the harness
             # a response may hold lone surrogates: they become U+FFFD (and a syntax error), not a crash
             (self.dir / "solution.py").write_bytes(self.program.encode("utf-8", "replace"))
-            shutil.copyfile(INSIDE, self.dir / "inside.py")
-            for name in ("solution.py", "inside.py"):
+            for source in HARNESS_FILES:
+                shutil.copyfile(source, self.dir / source.name)
+            for name in ("solution.py", *(source.name for source in HARNESS_FILES)):
                 os.chmod(self.dir / name, 0o644)
-            self.work = self.dir / "work"  # the program's cwd at the process level
+            self.work = self.folder.path / "work"  # the program's cwd at the process level
             self.work.mkdir()
             if self.uid is not None and self.level == "process":
                 os.chown(self.work, self.uid, self.uid)
@@ -341,8 +348,8 @@ class Sandbox:
             if self.level == "process":
                 kill_uid(self.uid)
             _SLOTS.release(self.uid)
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        if self.folder is not None:
+            self.folder.remove()
 
 
 def kill_uid(uid: int) -> int:
