@@ -41,6 +41,10 @@ class TooLarge(CodecError):
     """A well-formed value beyond the caps: too many bytes, too costly to build, or nested too deep."""
 
 
+class TooSlow(CodecError):
+    """Decoding ran past the caller's deadline (a reply built to be slow to rebuild)."""
+
+
 class Unencodable(TypeError):
     """A value that cannot travel (an object with no reference number, a list that contains itself)."""
 
@@ -214,14 +218,20 @@ def _build(frame: _Frame) -> object:
         raise CodecError(f"unhashable member: {exc}") from None
 
 
-def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST) -> object:
+def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, deadline: float | None = None,
+           clock=None) -> object:
     """The value ``data`` holds. ``deref(tag, number, name)`` turns a reference ("r" or "m") into an
-    object; without it a reference raises CodecError. Raises CodecError on malformed bytes and TooLarge
-    on a value that would cost more than ``max_cost`` bytes of memory (see the module docstring)."""
+    object; without it a reference raises CodecError. Raises CodecError on malformed bytes, TooLarge on a
+    value that would cost more than ``max_cost`` bytes of memory (see the module docstring), and TooSlow
+    once ``clock()`` passes ``deadline``."""
     view = memoryview(data).cast("B")
     pos, end, cost = 0, len(view), 0
     stack: list[_Frame] = []
+    steps = 0
     while True:
+        steps += 1
+        if deadline is not None and not steps & 0xFFF and clock() > deadline:
+            raise TooSlow("the reply took too long to decode")
         if pos >= end:
             raise CodecError("truncated message")
         tag = view[pos]

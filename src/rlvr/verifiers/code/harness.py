@@ -175,7 +175,9 @@ class Session:
         except ChannelViolation as exc:
             raise self._end(ProtocolViolation(str(exc))) from None
         try:
-            message = codec.decode(frame, self._deref)
+            message = codec.decode(frame, self._deref, deadline=self.deadline, clock=time.monotonic)
+        except codec.TooSlow:
+            raise self._end(TestTimeout()) from None
         except codec.TooLarge as exc:  # well-formed, but beyond what the checker rebuilds
             raise ValueTooLarge(f"the program's value cannot be carried: {exc}") from None
         except codec.CodecError as exc:
@@ -208,16 +210,19 @@ class Session:
             raise self._end(ProtocolViolation(f"reply {kind!r} to a {op!r} request"))
         if kind == "ok":
             return reply[1]
+        if not all(type(x) is str for x in reply[1:]):  # texts only: nothing here may call into the sandbox
+            raise self._end(ProtocolViolation(f"a {kind!r} reply that is not text"))
         if kind == "too_large":
-            raise ValueTooLarge(f"the program's value cannot be carried: {str(reply[1])[:200]}")
+            raise ValueTooLarge(f"the program's value cannot be carried: {reply[1][:200]}")
         raise _exception(*reply[1:])
 
     def hello(self) -> tuple:
         """The first message: ("hello", names) or ("load_error", type, program type, message)."""
         message = self.receive()
+        texts = all(type(x) is str for x in message[1:])
         if (message[0] == "hello" and len(message) == 2 and type(message[1]) is dict) or (
-            message[0] == "load_error" and len(message) == 4
-        ) or (message[0] == "too_large" and len(message) == 2):
+            message[0] == "load_error" and len(message) == 4 and texts
+        ) or (message[0] == "too_large" and len(message) == 2 and texts):
             return message
         raise self._end(ProtocolViolation(f"{message[0]!r} as the first message"))
 
@@ -235,8 +240,7 @@ class Session:
         raise codec.Unencodable(f"a test passes a {type(obj).__name__} to the program, which cannot receive it")
 
 
-def _exception(kind: Any, program_type: Any, message: Any) -> BaseException:
-    name, message = str(kind), str(message)
+def _exception(name: str, program_type: str, message: str) -> BaseException:
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (StopIteration, StopAsyncIteration):
         try:
