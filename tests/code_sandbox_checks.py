@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from rlvr.verifiers.code.pool import POOL
 from rlvr.verifiers.code.sandbox import _UID_BASE
 
 
 @pytest.fixture(autouse=True)
 def sandbox_base(tmp_path, monkeypatch) -> Path:
-    """Every test makes its sandboxes in a folder of its own (RLVR_SANDBOX_DIR)."""
+    """Every test makes its sandboxes in a folder of its own (RLVR_SANDBOX_DIR); at its end the pooled fork
+    servers it started are closed, and nothing may be left in the folder."""
     base = tmp_path / f"sandboxes-{uuid.uuid4().hex[:12]}"
     monkeypatch.setenv("RLVR_SANDBOX_DIR", str(base))
-    return base
+    yield base
+    POOL.close()
+    assert sandbox_dirs(base, servers=True) == [], "a fork server's folder outlived the pool"
 
 
 def sandbox_processes(base: Path) -> list[int]:
@@ -41,8 +45,12 @@ def sandbox_processes(base: Path) -> list[int]:
     return found
 
 
-def sandbox_dirs(base: Path) -> list[str]:
-    return [p for p in os.listdir(base) if p.startswith("rlvr-sandbox-")] if base.exists() else []
+def sandbox_dirs(base: Path, servers: bool = False) -> list[str]:
+    """Sandbox folders under ``base``; those of pooled fork servers (which outlive a call) only if asked."""
+    if not base.exists():
+        return []
+    return [p for p in os.listdir(base)
+            if p.startswith("rlvr-sandbox-") and (servers or not p.startswith("rlvr-sandbox-server-"))]
 
 
 def assert_no_trace() -> None:

@@ -4,6 +4,7 @@ rlvr next makes a sandbox there, while live checkers' folders are left alone. Ow
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,7 @@ def test_folders_of_dead_checkers_are_removed_and_live_ones_kept(sandbox_base):
         live.kill()
         live.wait(10)
     assert remove_orphans(sandbox_base) == [live_dir]  # now its owner is dead too
+    shutil.rmtree(young)
 
 
 def test_a_folder_in_use_survives_a_sweep(sandbox_base):

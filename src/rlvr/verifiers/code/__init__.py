@@ -10,7 +10,8 @@ processes (64), disk_bytes (256 MiB), output_bytes (1 MiB per stream), open_file
 the program must get no network; where that cannot be enforced the verdict is status "error"),
 isolation (None = the strongest available, or "bwrap" / "process"), sandbox_dir (where sandbox folders are
 made: default $RLVR_SANDBOX_DIR, else the system temp dir; folders left by dead checkers are removed there,
-see folders.py).
+see folders.py), fork_server (default True, or $RLVR_FORK_SERVER=0 to turn off: at the bubblewrap level as
+root, fork each program inside a pooled long-lived sandbox instead of starting one, see pool.py).
 
 How tests are judged, and why a program cannot fool them, is in harness.py; the threat model and what each
 isolation level blocks are in docs/security.md.
@@ -18,6 +19,7 @@ isolation level blocks are in docs/security.md.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from typing import Any
@@ -92,6 +94,7 @@ def code_verifier(
     network: bool = False,
     isolation: str | None = None,
     sandbox_dir: str | None = None,
+    fork_server: bool | None = None,
 ) -> Verdict:
     """See the module docstring."""
     if not isinstance(response, str):
@@ -112,7 +115,10 @@ def code_verifier(
                        {"tests": [{"status": "failed", "reason": "program_too_long"}] * len(tests)})
     start = time.monotonic()
     try:
-        with Sandbox(program, limits, network=bool(network), level=isolation, base_dir=sandbox_dir) as sandbox:
+        if fork_server is None:
+            fork_server = os.environ.get("RLVR_FORK_SERVER", "1") != "0"
+        with Sandbox(program, limits, network=bool(network), level=isolation, base_dir=sandbox_dir,
+                     fork_server=bool(fork_server)) as sandbox:
             details: dict[str, Any] = {**sandbox.details(), "style": style}
             if style == "tests":
                 run = run_assert_tests(tests, sandbox)

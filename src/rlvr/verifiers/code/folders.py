@@ -94,10 +94,10 @@ def sweep_once(base: Path) -> None:
 class SandboxFolder:
     """A fresh ``rlvr-sandbox-*`` folder, locked by this process until ``remove()``."""
 
-    def __init__(self, chosen: str | os.PathLike | None = None):
+    def __init__(self, chosen: str | os.PathLike | None = None, prefix: str = ""):
         base = base_dir(chosen)
         sweep_once(base)
-        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX + prefix, dir=base))
         self._fd: int | None = None
         try:
             fd = os.open(self.path / OWNER, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)

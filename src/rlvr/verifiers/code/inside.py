@@ -217,24 +217,28 @@ def drop_privileges(uid: int | None) -> None:
         raise SystemExit("could not drop privileges")
 
 
-def main() -> None:
-    mode, limits = sys.argv[1], json.loads(sys.argv[2])
-    drop_privileges(limits.get("uid"))
-    sys.path.extend(limits.get("sys_path", []))
-    program_path = limits["program"]
-    with open(program_path, encoding="utf-8") as f:
-        program = f.read()
+def execute(mode: str, program: str, limits: dict) -> None:
+    """Apply the limits, then run the program: as ``__main__`` ("run") or as the server ("serve")."""
+    apply_limits(limits)
     if mode == "serve":
         rfd, wfd = limits["channel"]
-        apply_limits(limits)
         _serve(program, rfd, wfd)
         return
-    apply_limits(limits)
+    program_path = limits["program"]
     sys.argv = [program_path]
     namespace = {"__name__": "__main__", "__file__": program_path}
     code = compile(program, program_path, "exec")
     del program
     exec(code, namespace)
+
+
+def main() -> None:
+    mode, limits = sys.argv[1], json.loads(sys.argv[2])
+    drop_privileges(limits.get("uid"))
+    sys.path.extend(limits.get("sys_path", []))
+    with open(limits["program"], encoding="utf-8") as f:
+        program = f.read()
+    execute(mode, program, limits)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlvr.verifiers.code.folders import SandboxFolder
+from rlvr.verifiers.code.folders import SandboxFolder, base_dir
+from rlvr.verifiers.code.pool import POOL, ForkedProcess, ForkServer
 
 INSIDE = Path(__file__).with_name("inside.py")
 HARNESS_FILES = (INSIDE, Path(__file__).with_name("codec.py"))  # what the sandbox runs, besides the program
+SERVER_FILES = (*HARNESS_FILES, Path(__file__).with_name("zygote.py"))
 LEVELS = ("bwrap", "process")
 _UID_BASE = 200_000  # sandbox uids: _UID_BASE + 0..4095, never a real account
 # one place per machine, whatever each checker's temp or sandbox dir, so no two checkers share a uid
@@ -177,12 +179,22 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_bytes: int) -> list[str]:
+def _tmpfs_sizes(disk_bytes: int) -> tuple[int, int]:
+    """Bytes of the /tmp and /dev/shm tmpfs mounts: ``disk_bytes`` in total, /dev/shm the small one."""
+    shm = max(1, min(16 << 20, disk_bytes // 8))
+    return max(1, disk_bytes - shm), shm
+
+
+def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_bytes: int,
+                admin: bool = False, die_with_parent: bool = True) -> list[str]:
+    """The bubblewrap command for a sandbox. ``admin`` adds CAP_SYS_ADMIN (a fork server mounts each
+    program's own tmpfs); a fork server outlives the thread that starts it, so it does not die with it
+    (it exits when the checker's end of its control socket closes)."""
     argv = [bwrap]
     # the writable mounts come first, so that read-only binds below them (a venv under /tmp) stay visible;
     # /tmp and a small /dev/shm are size-capped tmpfs mounts, disk_bytes in total
-    shm = max(1, min(16 << 20, disk_bytes // 8))
-    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(max(1, disk_bytes - shm)), "--tmpfs", "/tmp"]
+    tmp, shm = _tmpfs_sizes(disk_bytes)
+    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(tmp), "--tmpfs", "/tmp"]
     argv += ["--dev", "/dev", "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
     for top in ("usr", "bin", "lib", "lib64", "lib32", "sbin", "etc"):
         path = Path("/") / top
@@ -204,10 +216,13 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
-    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    argv += ["--die-with-parent"] if die_with_parent else []
+    argv += ["--new-session", "--clearenv"]
     argv += ["--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
     if uid is not None:  # the harness drops to this uid itself, before it reads the program
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if admin:
+        argv += ["--cap-add", "CAP_SYS_ADMIN"]
     return argv
 
 
@@ -226,6 +241,7 @@ class Sandbox:
     network: bool = False
     level: str | None = None
     base_dir: str | None = None  # where the sandbox folder is made (folders.base_dir)
+    fork_server: bool = True  # at the bwrap level as root: fork programs in a pooled sandbox (pool.py)
 
     def __post_init__(self):
         available = isolation_level()
@@ -244,8 +260,13 @@ class Sandbox:
             )
         self.uid: int | None = None
         self.folder: SandboxFolder | None = None
-        self.procs: list[subprocess.Popen] = []
+        self.server: ForkServer | None = None
+        self.procs: list = []
         self.closed = False
+        if self.level == "bwrap" and self.fork_server and os.geteuid() == 0:
+            self.server = self._acquire_server()
+            self.uid = self.server.uid
+            return
         try:
             if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
                 self.uid = _SLOTS.acquire()
@@ -266,6 +287,18 @@ class Sandbox:
             self.close()
             raise
 
+    def _acquire_server(self) -> ForkServer:
+        network, base = self.network, str(base_dir(self.base_dir))
+
+        def make() -> ForkServer:
+            bwrap = shutil.which("bwrap") or "bwrap"
+            return ForkServer(network=network, base=base, slots=_SLOTS, harness_files=SERVER_FILES,
+                              argv_for=lambda box, uid: _bwrap_argv(bwrap, box, network=network, uid=uid,
+                                                                    disk_bytes=1 << 20, admin=True,
+                                                                    die_with_parent=False))
+
+        return POOL.acquire((network, base), make)
+
     def __enter__(self) -> Sandbox:
         return self
 
@@ -273,11 +306,12 @@ class Sandbox:
         self.close()
 
     def details(self) -> dict:
-        return {"isolation": self.level, **level_description(self.level), "separate_uid": self.uid is not None}
+        return {"isolation": self.level, **level_description(self.level), "separate_uid": self.uid is not None,
+                "fork_server": self.server is not None}
 
-    def _limits_json(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> str:
+    def _limits(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> dict:
         box = "/box" if self.level == "bwrap" else str(self.dir)
-        return json.dumps({
+        return {
             "program": f"{box}/solution.py",
             "memory_bytes": int(self.limits.memory_mb) * 1024 * 1024,
             "cpu_s": max(1, int(cpu_s + 1)),
@@ -287,13 +321,15 @@ class Sandbox:
             "uid": self.uid,
             "sys_path": [d for d in site.getsitepackages() if os.path.isdir(d)],
             "channel": list(channel) if channel else None,
-        })
+        }
 
     def start(self, mode: str, *, cpu_s: float, channel: tuple[int, int] | None = None) -> subprocess.Popen:
         """Launch the harness in ``mode`` ("run" or "serve") with stdin/stdout/stderr as pipes; ``channel``
         is the (read, write) pair of fds the "serve" harness talks to the checker on."""
+        if self.server is not None:
+            return self._fork(mode, cpu_s, channel)
         python = sys.executable
-        limits = self._limits_json(mode, cpu_s, channel)
+        limits = json.dumps(self._limits(mode, cpu_s, channel))
         if self.level == "bwrap":
             argv = _bwrap_argv(shutil.which("bwrap") or "bwrap", self.dir, network=self.network, uid=self.uid,
                                disk_bytes=int(self.limits.disk_bytes))
@@ -310,14 +346,35 @@ class Sandbox:
         self.procs.append(proc)
         return proc
 
+    def _fork(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> ForkedProcess:
+        limits = self._limits(mode, cpu_s, channel)
+        tmp, shm = _tmpfs_sizes(int(self.limits.disk_bytes))
+        program = self.program.encode("utf-8", "replace")
+        for attempt in range(2):  # a server that died while idle is replaced once
+            try:
+                proc = self.server.run(mode, limits, program, tmp_bytes=tmp, shm_bytes=shm, channel=channel)
+                break
+            except OSError:
+                if attempt or not self.server.broken or self.procs:
+                    raise
+                POOL.release(self.server, healthy=False)
+                self.server = self._acquire_server()
+                self.uid = self.server.uid
+        self.procs.append(proc)
+        return proc
+
     def run(self, stdin: bytes = b"", *, timeout_s: float | None = None) -> RunResult:
         """Run the program once as ``__main__`` with ``stdin``; capture its output under the caps."""
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         proc = self.start("run", cpu_s=timeout)
         return communicate(proc, stdin, timeout, self.limits.output_bytes, kill=lambda: self.kill(proc))
 
-    def kill(self, proc: subprocess.Popen) -> None:
-        """SIGKILL the process group (at the bwrap level the PID namespace dies with it)."""
+    def kill(self, proc) -> None:
+        """SIGKILL the process group (at the bwrap level the PID namespace dies with it); a forked program
+        and every process it started are killed by its fork server."""
+        if isinstance(proc, ForkedProcess):
+            proc.kill()
+            return
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -344,6 +401,10 @@ class Sandbox:
                         stream.close()
                     except OSError:
                         pass
+        if self.server is not None:
+            healthy = all(getattr(proc, "ended", False) for proc in self.procs)
+            POOL.release(self.server, healthy=healthy)
+            return
         if self.uid is not None:
             if self.level == "process":
                 kill_uid(self.uid)
