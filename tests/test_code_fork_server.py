@@ -144,3 +144,20 @@ def test_io_programs_get_a_fresh_process_per_case():
     v = verify("code", f"```python\n{program}\n```", {"io": cases}, timeout_s=3)
     assert v.status == Status.CORRECT and v.details["fork_server"], v.details
     assert_no_trace()
+
+
+def test_a_forked_checker_does_not_share_its_parents_servers():
+    assert judge("def f(): return 1", "assert f() == 1").status == Status.CORRECT
+    parents = servers()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a checker forked by its user (multiprocessing's fork start method does this)
+        try:
+            ok = not servers() and judge("def f(): return 1", "assert f() == 1").status == Status.CORRECT
+            os.write(write, b"1" if ok and not set(servers()) & set(parents) else b"0")
+        finally:
+            POOL.close()  # os._exit skips atexit
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read, 1) == b"1"
+    assert servers() == parents and judge("def f(): return 2", "assert f() == 2").status == Status.CORRECT

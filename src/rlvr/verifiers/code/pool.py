@@ -234,6 +234,11 @@ class ForkServerPool:
                     return
         server.close()
 
+    def forget(self) -> None:
+        """In a child of a fork of this process: the servers are the parent's, never to be used here."""
+        self.idle = {}
+        self.lock = threading.Lock()
+
     def close(self) -> None:
         """Close every idle server (those in use close when they are released)."""
         with self.lock:
@@ -252,3 +257,4 @@ def _site_dirs() -> list[str]:
 
 POOL = ForkServerPool()
 atexit.register(POOL.close)
+os.register_at_fork(after_in_child=POOL.forget)
