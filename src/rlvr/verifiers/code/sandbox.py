@@ -42,8 +42,8 @@ HARNESS_FILES = (INSIDE, Path(__file__).with_name("codec.py"))  # what the sandb
 SERVER_FILES = (*HARNESS_FILES, Path(__file__).with_name("zygote.py"))
 LEVELS = ("bwrap", "process")
 _UID_BASE = 200_000  # sandbox uids: _UID_BASE + 0..4095, never a real account
-# one place per machine, whatever each checker's temp or sandbox dir, so no two checkers share a uid
-_UID_LOCKS = Path("/run/lock" if os.path.isdir("/run/lock") else "/tmp") / "rlvr-uid-locks"
+# one place per machine, whatever each checker's TMPDIR or sandbox dir, so no two checkers share a uid
+_UID_LOCKS = Path("/tmp/rlvr-uid-locks")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -455,19 +455,28 @@ def communicate(proc: subprocess.Popen, stdin: bytes, timeout_s: float, cap: int
         if remaining <= 0:
             timed_out = True
             break
-        writers = [write_fd] if write_fd is not None else []
-        readable, writable, _ = select.select(list(open_fds), writers, [], min(remaining, 0.5))
-        for fd in writable:
+        poller = select.poll()  # not select(): a busy checker may hold fds numbered past 1024
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        if write_fd is not None:
+            poller.register(write_fd, select.POLLOUT)
+        events = dict(poller.poll(min(remaining, 0.5) * 1000))
+        if write_fd is not None and events.get(write_fd):
             try:
-                n = os.write(fd, pending[: 1 << 16])
+                n = os.write(write_fd, pending[: 1 << 16])
                 pending = pending[n:]
-            except (BrokenPipeError, OSError):
+            except BlockingIOError:
+                pass
+            except OSError:
                 pending = pending[:0]
             if not pending:
                 proc.stdin.close()
                 write_fd = None
-        for fd in readable:
-            chunk = os.read(fd, 1 << 16)
+        for fd in [fd for fd in open_fds if events.get(fd)]:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
             if not chunk:
                 open_fds.discard(fd)
                 continue
