@@ -19,6 +19,11 @@ plain value (exact builtin types) or another proxy. So:
 
 Stdin/stdout tests run the program once per test (a fresh process: the program reads its input at start),
 stopping after the first timeout for the same reason.
+
+Everything the sandbox sends is hostile input: the channel (channel.py) has the test's deadline and a size
+cap on every read and write, replies are decoded by codec.py (linear time, bounded memory, builtin types
+only) under the same deadline, a reply counts only where the protocol allows it (``Session.request``), and
+a module the program names resolves only to one the checker imported itself (``PRELOADED``).
 """
 
 from __future__ import annotations

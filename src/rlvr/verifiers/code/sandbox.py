@@ -14,6 +14,11 @@ Every level: a minimal environment (none of the checker's variables), rlimits on
 processes, file size and open files, stdout/stderr captured up to a cap (the rest is read and dropped),
 and a wall-clock limit after which the whole sandbox is killed, children included (the PID namespace
 dies with its first process; at the ``process`` level every process of the sandbox's uid is killed).
+
+At the ``bwrap`` level as root, a ``Sandbox`` does not start bubblewrap itself: it borrows a pooled fork
+server (pool.py, zygote.py), a long-lived bubblewrap sandbox that forks each program into a fresh child
+with the same guarantees (its own mount and IPC namespaces and tmpfs, its own uid, every process of that
+uid killed when it ends). The program's source then never touches the host's disk.
 """
 
 from __future__ import annotations
