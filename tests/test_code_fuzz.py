@@ -33,8 +33,13 @@ leaves = st.one_of(
 )
 hashable = st.recursive(leaves, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=4),
                         max_leaves=8)
+numeric_lists = (  # long enough to travel packed, unless a member does not fit
+    st.lists(st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1), min_size=8, max_size=40)
+    | st.lists(st.floats(allow_nan=False), min_size=8, max_size=40)
+    | st.lists(st.integers() | st.floats(allow_nan=False) | st.booleans(), min_size=8, max_size=40)
+)
 values = st.recursive(
-    leaves,
+    leaves | numeric_lists,
     lambda inner: st.lists(inner, max_size=6) | st.tuples(inner, inner) | st.sets(hashable, max_size=6)
     | st.dictionaries(hashable, inner, max_size=6),
     max_leaves=40,

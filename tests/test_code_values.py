@@ -53,6 +53,8 @@ def test_deep_and_large_values_cross_both_ways():
         MEASURE + "x = []\nfor _ in range(200_000):\n    x = [x]\nassert measure(echo(x)) == 200_000",
         MEASURE + "assert measure(deep(300_000)) == 300_000",
         "assert total(list(range(1_000_000))) == 499_999_500_000",
+        "back = echo(list(range(4_000_000)))\nassert len(back) == 4_000_000 and back[-1] == 3_999_999",
+        "back = echo([i / 7 for i in range(1_000_000)] + [float('nan')])\nassert back[7] == 1.0 and back[-1] != back[-1]",
         "assert len(text(20_000_000)) == 20_000_000",
         "assert square_keys(100_000)[99_999] == 99_999 ** 2",
         "assert echo(7 ** 200_000) == 7 ** 200_000",

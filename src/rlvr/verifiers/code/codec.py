@@ -18,13 +18,17 @@ Format: one tag byte per value, sizes as LEB128 varints.
     N None  T True  F False  i int (size, two's-complement little-endian bytes)  f float (8 bytes)
     c complex (16 bytes)  s str (size, UTF-8 with lone surrogates kept)  b bytes (size, raw)
     l list  t tuple  S set  z frozenset (count, then the members)  d dict (count, then key, value, ...)
+    I list of 64-bit ints  D list of floats (count, then 8 little-endian bytes each): large numeric lists
+      decode at C speed
     r ref (id, type name)  m module (id, module name): objects that stay on the sender's side
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 import types
+from array import array
 
 MAX_FRAME = 64 << 20  # bytes of one message on the channel
 MAX_COST = 256 << 20  # about the bytes of Python objects one decoded message may build
@@ -49,7 +53,9 @@ class Unencodable(TypeError):
     """A value that cannot travel (an object with no reference number, a list that contains itself)."""
 
 
-_TAGS = {name: ord(name) for name in "NTFifcsblStzdrm"}
+_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmID"}
+_PACKED = {ord("I"): "q", ord("D"): "d"}
+_PACK_FROM = 8  # lists at least this long are sent packed when they can be
 _CONTAINERS = {ord("l"), ord("t"), ord("S"), ord("z"), ord("d")}
 _DOUBLE = struct.Struct("<d")
 _COMPLEX = struct.Struct("<dd")
@@ -122,6 +128,8 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             out.append(_TAGS["s" if t is str else "b"])
             _varint(out, len(body))
             out += body
+        elif t is list and len(x) >= _PACK_FROM and _pack(out, x):
+            pass
         elif t in _SEQUENCES:
             if id(x) in on_path:  # a value that contains itself
                 if ref is None:
@@ -146,6 +154,26 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
     if len(out) > max_size:
         raise TooLarge(f"the value is larger than {max_size} bytes")
     return bytes(out)
+
+
+def _pack(out: bytearray, x: list) -> bool:
+    """Append ``x`` as a packed list if every member is an exact int that fits 64 bits, or every member an
+    exact float; False (nothing appended) otherwise."""
+    if all(type(v) is int for v in x):
+        try:
+            packed, tag = array("q", x), "I"
+        except OverflowError:
+            return False
+    elif all(type(v) is float for v in x):
+        packed, tag = array("d", x), "D"
+    else:
+        return False
+    if sys.byteorder == "big":
+        packed.byteswap()
+    out.append(_TAGS[tag])
+    _varint(out, len(packed))
+    out += packed.tobytes()
+    return True
 
 
 def _reference(out: bytearray, tag: str, number: int, name: str) -> None:
@@ -249,6 +277,17 @@ def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, de
                 stack.append(_Frame(tag, count))
                 continue
             value: object = _build(_Frame(tag, 0))
+        elif tag in _PACKED:
+            n, pos = _read_varint(view, pos)
+            body, pos = _take(view, pos, 8 * n)
+            cost += 64 + 40 * n
+            if cost > max_cost:
+                raise TooLarge(f"the value would take more than {max_cost} bytes of memory")
+            packed = array(_PACKED[tag])
+            packed.frombytes(body)
+            if sys.byteorder == "big":
+                packed.byteswap()
+            value = packed.tolist()
         elif tag == _TAGS["N"]:
             value = None
         elif tag == _TAGS["T"] or tag == _TAGS["F"]:
