@@ -122,6 +122,17 @@ def test_colliding_hashes_cannot_make_decoding_quadratic(frame):
     assert_no_trace()
 
 
+@pytest.mark.parametrize("frame", [
+    "ok(b'x', 2, codec.encode('eval') + codec.encode(('1 + 1',)))",  # a kind that does not exist
+    "ok(b'x', 2, codec.encode('fraction') + codec.encode((1, 0)))",  # a constructor that raises
+    "ok(b'x', 2, codec.encode('decimal') + codec.encode((1.5,)))",  # fields of the wrong type
+])
+def test_a_forged_standard_library_value_is_a_violation(frame):
+    v, _ = judge(forged(frame), "forge()", "assert forge is not None")
+    assert statuses(v) == [("failed", "protocol_violation")] * 2, v.details
+    assert_no_trace()
+
+
 def test_an_honest_set_with_few_collisions_is_carried():
     v, _ = judge(f"def make():\n    return {{i * {M} for i in range(32)}} | {{-1, -2}}\n",
                  f"assert make() == {{i * {M} for i in range(32)}} | {{-1, -2}}")

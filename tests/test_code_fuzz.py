@@ -30,6 +30,7 @@ COST = 1 << 20  # a small cost cap, so the memory bound is easy to check
 leaves = st.one_of(
     st.none(), st.booleans(), st.integers(), st.integers(min_value=-(2 ** 1000), max_value=2 ** 1000),
     st.floats(allow_nan=False), st.complex_numbers(allow_nan=False), st.text(), st.binary(),
+    st.fractions(), st.decimals(allow_nan=False), st.dates(), st.datetimes(), st.times(), st.timedeltas(),
 )
 hashable = st.recursive(leaves, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=4),
                         max_leaves=8)

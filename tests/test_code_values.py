@@ -81,3 +81,23 @@ def test_a_value_too_large_to_carry_is_not_judged_and_the_run_goes_on():
     assert (v.status, v.reason, v.score) == (Status.PARTIAL, "some_not_judged", pytest.approx(0.25))
     assert v.details["not_judged"] == 3
     assert_no_trace()
+
+
+def test_standard_library_values_arrive_as_the_checkers_own():
+    """Fractions, decimals, dates, deques, ranges, Counters and OrderedDicts cross both ways as values of the
+    receiver's own types (rebuilt from plain fields), not as proxies the program answers for."""
+    program = ("```python\nfrom fractions import Fraction\n"
+               "def echo(x):\n    return x\n"
+               "def half():\n    return Fraction(1, 2)\n```")
+    values = ("Fraction(1, 3)", "Decimal('1.10')", "date(2024, 2, 29)", "datetime(2024, 2, 29, 23, 59, 58, 7)",
+              "time(1, 2, 3)", "timedelta(days=-1, seconds=5)", "deque([1, [2]], maxlen=4)", "Counter('hello')",
+              "OrderedDict([(2, 'b'), (1, 'a')])", "range(1, 10, 3)", "[Fraction(1, 2), {'d': Decimal('2')}]")
+    setup = ("from fractions import Fraction\nfrom decimal import Decimal\n"
+             "from datetime import date, datetime, time, timedelta\n"
+             "from collections import Counter, OrderedDict, deque\n")
+    tests = [setup + f"v = {value}\nback = echo(v)\nassert back == v and type(back) is type(v) and repr(back) == repr(v)"
+             for value in values]
+    tests.append(setup + "assert half() + Fraction(1, 2) == 1 and type(half()) is Fraction")
+    v = verify("code", program, {"language": "python", "tests": tests}, timeout_s=10)
+    assert (v.status, v.score) == (Status.CORRECT, 1.0), v.details["tests"]
+    assert_no_trace()

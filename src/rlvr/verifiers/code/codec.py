@@ -20,6 +20,9 @@ Format: one tag byte per value, sizes as LEB128 varints.
     l list  t tuple  S set  z frozenset (count, then the members)  d dict (count, then key, value, ...)
     I list of 64-bit ints  D list of floats (count, then 8 little-endian bytes each): large numeric lists
       decode at C speed
+    x a standard-library value (2 members: its kind, a tuple of plain fields; see ``_KINDS``): fractions,
+      decimals, dates and times, deques, ranges, Counters and OrderedDicts arrive as the receiver's own
+      objects of those types, rebuilt from plain fields, never as objects the sender controls
     r ref (id, type name)  m module (id, module name): objects that stay on the sender's side
 """
 
@@ -53,10 +56,79 @@ class Unencodable(TypeError):
     """A value that cannot travel (an object with no reference number, a list that contains itself)."""
 
 
-_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmID"}
+_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmIDx"}
 _PACKED = {ord("I"): "q", ord("D"): "d"}
 _PACK_FROM = 8  # lists at least this long are sent packed when they can be
-_CONTAINERS = {ord("l"), ord("t"), ord("S"), ord("z"), ord("d")}
+_CONTAINERS = {ord("l"), ord("t"), ord("S"), ord("z"), ord("d"), ord("x")}
+MAX_DECIMAL_DIGITS = 10_000  # text of a decimal (its conversion is not linear beyond)
+MAX_FRACTION_BITS = 1 << 16
+
+# kind -> (module, class name, the plain fields of an instance)
+_KINDS = {
+    "fraction": ("fractions", "Fraction", lambda x: (x.numerator, x.denominator)),
+    "decimal": ("decimal", "Decimal", lambda x: (str(x),)),
+    "date": ("datetime", "date", lambda x: (x.year, x.month, x.day)),
+    "datetime": ("datetime", "datetime", lambda x: (x.year, x.month, x.day, x.hour, x.minute, x.second,
+                                                     x.microsecond, x.fold)),
+    "time": ("datetime", "time", lambda x: (x.hour, x.minute, x.second, x.microsecond, x.fold)),
+    "timedelta": ("datetime", "timedelta", lambda x: (x.days, x.seconds, x.microseconds)),
+    "deque": ("collections", "deque", lambda x: (list(x), x.maxlen)),
+    "Counter": ("collections", "Counter", lambda x: (dict(x),)),
+    "OrderedDict": ("collections", "OrderedDict", lambda x: (list(x.items()),)),
+    "range": ("builtins", "range", lambda x: (x.start, x.stop, x.step)),
+}
+_FIELD_TYPES = {  # what each kind's fields must be, checked before anything is built
+    "fraction": (int, int), "decimal": (str,), "date": (int,) * 3, "datetime": (int,) * 8, "time": (int,) * 5,
+    "timedelta": (int,) * 3, "deque": (list, (int, type(None))), "Counter": (dict,), "OrderedDict": (list,),
+    "range": (int,) * 3,
+}
+
+
+def _kind_of(x: object) -> str | None:
+    """The kind of a standard-library value of exactly one of the types in ``_KINDS`` (naive dates only)."""
+    t = type(x)
+    for kind, (module, name, _) in _KINDS.items():
+        cls = getattr(sys.modules.get(module), name, None)
+        if t is cls:
+            if kind in ("datetime", "time") and x.tzinfo is not None:
+                return None
+            return kind
+    return None
+
+
+def _rebuild(kind: object, fields: object, imports: bool) -> object:
+    """A value of ``kind`` from its plain fields, with classes the receiver already imported (or, with
+    ``imports``, imports: only the sandbox's side, whose modules are the program's business)."""
+    expected = _FIELD_TYPES.get(kind) if type(kind) is str else None
+    if expected is None or type(fields) is not tuple or len(fields) != len(expected) or not all(
+        isinstance(f, want) and (type(f) is not bool or want is bool) for f, want in zip(fields, expected)
+    ):
+        raise CodecError(f"malformed {kind!r} value")
+    module, name = _KINDS[kind][0], _KINDS[kind][1]
+    if imports and module not in sys.modules:
+        import importlib
+
+        importlib.import_module(module)
+    cls = getattr(sys.modules.get(module), name, None)
+    if cls is None:  # never imported on the sender's word
+        raise TooLarge(f"{module}.{name} is not available here")
+    if kind == "decimal" and len(fields[0]) > MAX_DECIMAL_DIGITS:
+        raise TooLarge(f"a decimal longer than {MAX_DECIMAL_DIGITS} characters")
+    if kind == "fraction" and max(abs(fields[0]), fields[1]).bit_length() > MAX_FRACTION_BITS:
+        raise TooLarge(f"a fraction of more than {MAX_FRACTION_BITS} bits")  # its gcd is not linear
+    try:
+        if kind == "datetime":
+            *parts, fold = fields
+            return cls(*parts, fold=fold)
+        if kind == "time":
+            *parts, fold = fields
+            return cls(*parts, fold=fold)
+        if kind == "OrderedDict":
+            _no_hash_flood([pair[0] for pair in fields[0] if type(pair) is tuple and pair])
+            return cls(fields[0])
+        return cls(*fields)
+    except (TypeError, ValueError, OverflowError, ArithmeticError) as exc:
+        raise CodecError(f"malformed {kind!r} value: {exc}") from None
 _DOUBLE = struct.Struct("<d")
 _COMPLEX = struct.Struct("<dd")
 _NOT_BUILTIN = object()
@@ -104,6 +176,18 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
         if len(out) > max_size:
             raise TooLarge(f"the value is larger than {max_size} bytes")
         t = type(x)
+        kind = None if t in _PLAIN else _kind_of(x)
+        if kind is not None:
+            if id(x) in on_path:
+                if ref is None:
+                    raise Unencodable("a value that contains itself cannot be sent")
+                _reference(out, "r", ref(x), t.__name__)
+                continue
+            out.append(_TAGS["x"])
+            _varint(out, 2)
+            on_path.add(id(x))
+            stack.append((iter((kind, _KINDS[kind][2](x))), x, False))
+            continue
         if t not in _PLAIN and not (modules and t is types.ModuleType):
             converted = as_builtin(x)
             if converted is not _NOT_BUILTIN:
@@ -229,10 +313,14 @@ def _no_hash_flood(members: list) -> None:
             raise TooLarge(f"more than {MAX_EQUAL_HASHES} members share one hash value")
 
 
-def _build(frame: _Frame) -> object:
+def _build(frame: _Frame, imports: bool = False) -> object:
     members, tag = frame.members, frame.tag
     if tag == _TAGS["l"]:
         return members
+    if tag == _TAGS["x"]:
+        if len(members) != 2:
+            raise CodecError("a standard-library value has two members")
+        return _rebuild(*members, imports)
     if tag == _TAGS["t"]:
         return tuple(members)
     try:
@@ -247,7 +335,7 @@ def _build(frame: _Frame) -> object:
 
 
 def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, deadline: float | None = None,
-           clock=None) -> object:
+           clock=None, imports: bool = False) -> object:
     """The value ``data`` holds. ``deref(tag, number, name)`` turns a reference ("r" or "m") into an
     object; without it a reference raises CodecError. Raises CodecError on malformed bytes, TooLarge on a
     value that would cost more than ``max_cost`` bytes of memory (see the module docstring), and TooSlow
@@ -343,4 +431,4 @@ def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, de
             depth = frame.depth + 1 if frame.tag == _TAGS["t"] else 0
             if depth > MAX_TUPLE_DEPTH:
                 raise TooLarge(f"tuples nested more than {MAX_TUPLE_DEPTH} deep")
-            value = _build(frame)
+            value = _build(frame, imports)

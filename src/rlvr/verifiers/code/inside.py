@@ -178,9 +178,12 @@ def _serve(program: str, rfd: int, wfd: int) -> None:
         except EOFError:
             return
         try:
-            request = codec.decode(frame, _OBJECTS.deref, max_cost=1 << 62)
+            request = codec.decode(frame, _OBJECTS.deref, max_cost=1 << 62, imports=True)
         except MemoryError:
             send(wfd, ("too_large", "the sandbox could not hold the value the test sent"))
+            continue
+        except codec.TooLarge as exc:
+            send(wfd, ("too_large", str(exc)))
             continue
         except Exception as exc:  # noqa: BLE001
             send(wfd, ("error", *_describe(exc)))
