@@ -10,9 +10,10 @@ checker decodes is hostile input, and decoding is built for that:
   value, so a flood of colliding hashes cannot make building it quadratic;
 - bounded memory: a frame holds at most ``max_frame`` bytes, and decoding stops once the objects it has
   built would take about ``max_cost`` bytes (an empty list is two bytes on the wire and 64 in memory);
-- it builds exact builtin types only, and calls no code the sandbox chose: tuples nest at most
-  ``MAX_TUPLE_DEPTH`` deep (hashing a deeper one overflows the C stack), references to objects that stay in
-  the sandbox are handed to the caller's ``deref``.
+- it builds exact builtin types, and the standard-library kinds of ``_KINDS`` from plain fields with
+  classes already imported, and calls no code the sandbox chose: tuples nest at most ``MAX_TUPLE_DEPTH``
+  deep (hashing a deeper one overflows the C stack), references to objects that stay in the sandbox are
+  handed to the caller's ``deref``.
 
 Format: one tag byte per value, sizes as LEB128 varints.
     N None  T True  F False  i int (size, two's-complement little-endian bytes)  f float (8 bytes)
