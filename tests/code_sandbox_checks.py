@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.verifiers.code.pool import POOL
-from rlvr.verifiers.code.sandbox import _UID_BASE
+from rlvr.verifiers.code.sandbox import _UID_BASE, uid_of
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def sandbox_processes(base: Path) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid < _UID_BASE:
+            if (uid_of(entry.name) or 0) < _UID_BASE:
                 continue
             with open(f"/proc/{entry.name}/mountinfo") as f:
                 mounts = f.read()

@@ -73,6 +73,39 @@ def test_the_next_program_finds_nothing_of_the_previous_one():
     assert_no_trace()
 
 
+def test_a_detached_daemon_does_not_outlive_its_program():
+    """A stdin/stdout program leaves a daemon (own session, non-dumpable, stdio closed) and exits by itself:
+    the daemon dies with it, and the next program on the server (same uid) finds no process of its uid
+    but its own."""
+    first = (
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"  # PR_SET_DUMPABLE 0
+        "    for fd in (0, 1, 2): os.close(fd)\n"
+        "    time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "print('started')\n"
+    )
+    v = verify("code", f"```python\n{first}\n```", {"io": [{"input": "", "output": "started\n"}]}, timeout_s=3)
+    assert v.status == Status.CORRECT, v.details
+    assert_no_trace()  # gone when the call returns, not only when the next program starts
+    second = (
+        "import os\n"
+        "def others():\n"
+        "    found = []\n"
+        "    for p in os.listdir('/proc'):\n"
+        "        if not p.isdigit() or int(p) == os.getpid(): continue\n"
+        "        try: status = open(f'/proc/{p}/status').read()\n"
+        "        except OSError: continue\n"
+        "        if int(status.split('Uid:')[1].split()[0]) == os.getuid(): found.append(p)\n"
+        "    return found\n"
+    )
+    v = judge(second, "assert others() == []")
+    assert v.status == Status.CORRECT and len(servers()) == 1, v.details
+    assert_no_trace()
+
+
 def test_a_program_holds_no_privilege_and_no_handle_on_its_server():
     program = (
         "import os, signal, socket\n"

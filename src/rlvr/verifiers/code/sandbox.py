@@ -418,19 +418,31 @@ class Sandbox:
             self.folder.remove()
 
 
+def uid_of(pid: str) -> int | None:
+    """The real uid of a process, from /proc/PID/status (the owner of /proc/PID is root for a process that
+    made itself non-dumpable)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def kill_uid(uid: int) -> int:
     """SIGKILL every process owned by ``uid`` (a sandbox's own uid: whatever escaped its process group)."""
     killed = 0
     for _ in range(3):
         found = 0
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            if not entry.name.isdigit() or uid_of(entry.name) != uid:
                 continue
             try:
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    found += 1
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                found += 1
+            except (ProcessLookupError, PermissionError):
                 continue
         killed += found
         if not found:

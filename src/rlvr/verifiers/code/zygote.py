@@ -167,20 +167,27 @@ class Server:
                 self.reply(f"exit {os.waitstatus_to_exitcode(status)}")
 
     def processes(self) -> list[int]:
+        """Processes of the uid, by their real uid in /proc/PID/status (the owner of /proc/PID turns to
+        root when a process makes itself non-dumpable, so it cannot be trusted)."""
         found = []
         for name in os.listdir("/proc"):
             if name.isdigit():
                 try:
-                    if os.stat(f"/proc/{name}").st_uid == self.uid:
-                        found.append(int(name))
-                except OSError:
+                    with open(f"/proc/{name}/status", "rb") as f:
+                        for line in f:
+                            if line.startswith(b"Uid:"):
+                                if int(line.split()[1]) == self.uid:
+                                    found.append(int(name))
+                                break
+                except (OSError, ValueError, IndexError):
                     continue
         return found
 
     def sweep(self) -> bool:
-        """Kill every process of the uid; True once none is left."""
-        for _ in range(100):
-            if not self.processes():
+        """Kill every process of the uid; True once none is left. The first round always runs: a helper
+        with the uid signals all it may, which no way of hiding from /proc escapes."""
+        for attempt in range(100):
+            if attempt and not self.processes():
                 return True
             helper = os.fork()
             if helper == 0:
