@@ -194,3 +194,18 @@ def test_a_forked_checker_does_not_share_its_parents_servers():
     os.waitpid(child, 0)
     assert os.read(read, 1) == b"1"
     assert servers() == parents and judge("def f(): return 2", "assert f() == 2").status == Status.CORRECT
+
+
+def test_where_the_isolation_steps_are_refused_programs_get_a_sandbox_each(monkeypatch):
+    """A fork server checks its isolation steps before serving; in a sandbox that may not mount (here:
+    started without CAP_SYS_ADMIN) it refuses to start, and programs run in a bubblewrap of their own."""
+    from rlvr.verifiers.code import sandbox
+
+    real = sandbox._bwrap_argv
+    monkeypatch.setattr(sandbox, "_bwrap_argv", lambda *a, **k: real(*a, **{**k, "admin": False}))
+    monkeypatch.setattr(sandbox, "_FORK_SERVER_FAILED", [])
+    v = judge("def f(): return 1", "assert f() == 1")
+    assert v.status == Status.CORRECT and v.details["fork_server"] is False, v.details
+    assert "isolation steps" in sandbox._FORK_SERVER_FAILED[0]
+    assert servers() == []
+    assert_no_trace()

@@ -426,3 +426,14 @@ def test_a_batch_runs_on_the_thread_pool():
     verdicts = score_batch([ScoreRequest("code", good if i % 2 == 0 else bad, ADD_TESTS) for i in range(8)])
     assert [v.status for v in verdicts] == [Status.CORRECT, Status.PARTIAL] * 4
     assert_no_trace()
+
+
+def test_the_program_holds_no_capability():
+    program = py(
+        "def status():\n"
+        "    lines = open('/proc/self/status').read().splitlines()\n"
+        "    return {l.split(':')[0]: int(l.split()[1], 16) for l in lines if l.startswith(('Cap', 'NoNew'))}\n"
+    )
+    v = verify("code", program, assert_tests(
+        "s = status()\nassert s['CapEff'] == s['CapPrm'] == s['CapAmb'] == 0 and s['NoNewPrivs'] == 1"), **FAST)
+    assert v.status == Status.CORRECT, v.details

@@ -57,8 +57,9 @@ class ForkServer:
                                          stderr=subprocess.DEVNULL, env={}, start_new_session=True,
                                          pass_fds=[theirs.fileno()], close_fds=True)
             theirs.close()
-            if self.receive(CONTROL_TIMEOUT_S) != "ready":
-                raise OSError("the fork server did not start")
+            answer = self.receive(CONTROL_TIMEOUT_S)
+            if answer != "ready":
+                raise OSError(f"the fork server did not start: {answer}")
         except BaseException:
             self.close()
             raise

@@ -156,6 +156,7 @@ class _UidSlots:
 
 
 _SLOTS = _UidSlots()
+_FORK_SERVER_FAILED: list[str] = []  # why fork servers cannot start here: then a sandbox per program
 
 
 def _other_users_can_run_python() -> bool:
@@ -224,8 +225,9 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
     argv += ["--die-with-parent"] if die_with_parent else []
     argv += ["--new-session", "--clearenv"]
     argv += ["--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
-    if uid is not None:  # the harness drops to this uid itself, before it reads the program
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if uid is not None:  # as root bubblewrap keeps every capability unless told; the harness needs only
+        # these, to drop to this uid itself before it reads the program
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     if admin:
         argv += ["--cap-add", "CAP_SYS_ADMIN"]
     return argv
@@ -268,10 +270,13 @@ class Sandbox:
         self.server: ForkServer | None = None
         self.procs: list = []
         self.closed = False
-        if self.level == "bwrap" and self.fork_server and os.geteuid() == 0:
-            self.server = self._acquire_server()
-            self.uid = self.server.uid
-            return
+        if self.level == "bwrap" and self.fork_server and os.geteuid() == 0 and not _FORK_SERVER_FAILED:
+            try:
+                self.server = self._acquire_server()
+                self.uid = self.server.uid
+                return
+            except (OSError, subprocess.SubprocessError) as exc:  # e.g. mounts refused in a container
+                _FORK_SERVER_FAILED.append(str(exc))
         try:
             if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
                 self.uid = _SLOTS.acquire()

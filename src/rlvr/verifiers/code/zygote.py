@@ -71,6 +71,16 @@ def _exit_code(exc: BaseException | None) -> int:
     return 1
 
 
+def _isolate(inside, uid: int, tmp_bytes: int, shm_bytes: int) -> None:
+    """Own mount and IPC namespaces, fresh tmpfs on /tmp (the cwd) and /dev/shm, then the sandbox's uid."""
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    _mount_tmpfs(b"/tmp", tmp_bytes)
+    _mount_tmpfs(b"/dev/shm", shm_bytes)
+    os.chdir("/tmp")
+    inside.drop_privileges(uid)
+
+
 def _child(inside, settings: dict, request: dict, fds: list[int]) -> None:
     """In the forked child: isolate, drop privileges, run the program; never returns."""
     code = 1
@@ -89,15 +99,10 @@ def _child(inside, settings: dict, request: dict, fds: list[int]) -> None:
         for target, fd in enumerate(high):
             os.dup2(fd, target)
         os.closerange(3 + len(channel), 1 << 16)
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-        _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-        _mount_tmpfs(b"/tmp", request["tmp_bytes"])
-        _mount_tmpfs(b"/dev/shm", request["shm_bytes"])
-        os.chdir("/tmp")
+        _isolate(inside, settings["uid"], request["tmp_bytes"], request["shm_bytes"])
         limits = dict(request["limits"])
         if channel:
             limits["channel"] = [3, 4]
-        inside.drop_privileges(settings["uid"])
     except BaseException as exc:  # noqa: BLE001 - the checker sees it on the program's stderr
         try:
             os.write(2, f"sandbox set-up failed: {exc!r}\n".encode())
@@ -217,12 +222,29 @@ class Server:
             for fd in fds:
                 os.close(fd)
 
+    def isolation_works(self) -> bool:
+        """Fork one child through the isolation steps before serving: where this kernel or container does
+        not allow them, the checker must start programs some other way, not find every program dead."""
+        pid = os.fork()
+        if pid == 0:
+            code = 125
+            try:
+                _isolate(self.inside, self.uid, 1 << 20, 1 << 16)
+                code = 0 if os.getuid() == self.uid and os.listdir("/tmp") == [] else 125
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status) == 0
+
     def serve(self) -> None:
         import select
 
         poller = select.poll()
         poller.register(self.control, select.POLLIN)
         poller.register(self.wake_r, select.POLLIN)
+        if not self.isolation_works():
+            self.reply("failed the isolation steps are not allowed here")
+            return
         self.reply("ready")
         while True:
             for fd, _ in poller.poll():
