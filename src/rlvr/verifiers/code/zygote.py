@@ -188,11 +188,11 @@ class Server:
                     continue
         return found
 
-    def sweep(self) -> bool:
-        """Kill every process of the uid; True once none is left. The first round always runs: a helper
-        with the uid signals all it may, which no way of hiding from /proc escapes."""
+    def sweep(self, always: bool = True) -> bool:
+        """Kill every process of the uid; True once none is left. With ``always`` the first round runs
+        whatever /proc shows: a helper with the uid signals all it may, which no way of hiding escapes."""
         for attempt in range(100):
-            if attempt and not self.processes():
+            if (attempt or not always) and not self.processes():
                 return True
             helper = os.fork()
             if helper == 0:
@@ -209,7 +209,8 @@ class Server:
 
     def start(self, request: dict, fds: list[int]) -> None:
         try:
-            if self.current is not None or not self.sweep():
+            # the last program's end was swept already; this only checks that nothing is left
+            if self.current is not None or not self.sweep(always=False):
                 self.reply("failed the previous program is still running")
                 return
             pid = os.fork()
