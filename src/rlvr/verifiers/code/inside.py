@@ -1,7 +1,7 @@
 """The half of the code harness that runs INSIDE the sandbox, next to the model's program.
 
-It is executed as a script (``python -I inside.py MODE LIMITS``) and imports nothing but the standard
-library. It holds no tests and no expected outputs, so a program that reads it, its frames or its memory
+It is executed as a script (``python -I inside.py MODE LIMITS``), or loaded by the fork server
+(``zygote.py``), and imports nothing but the standard library and ``codec.py`` from its own folder. It holds no tests and no expected outputs, so a program that reads it, its frames or its memory
 learns nothing about how it is judged.
 
 Modes:
@@ -9,7 +9,7 @@ Modes:
   ``serve``: apply the limits, run the program's definitions (as module ``solution``, so a ``__main__``
   block does not start), then answer requests from the checker on the channel fds it was given: call this
   function, get this attribute, iterate this object... Every answer is a plain value (exact builtin
-  types, see ``encode``) or a numbered reference to an object that stays here. The checker evaluates the
+  types, see ``codec.py``) or a numbered reference to an object that stays here. The checker evaluates the
   tests itself and compares plain values, so nothing the program does to ``__eq__``, builtins or
   ``assert`` in this process changes a verdict.
 
