@@ -1,8 +1,9 @@
 """The half of the code harness that runs INSIDE the sandbox, next to the model's program.
 
 It is executed as a script (``python -I inside.py MODE LIMITS``), or loaded by the fork server
-(``zygote.py``), and imports nothing but the standard library and ``codec.py`` from its own folder. It holds no tests and no expected outputs, so a program that reads it, its frames or its memory
-learns nothing about how it is judged.
+(``zygote.py``), and imports nothing but the standard library and ``codec.py`` from its own folder. It
+holds no tests and no expected outputs, so a program that reads it, its frames or its memory learns
+nothing about how it is judged.
 
 Modes:
   ``run``: apply the limits, then run the program as ``__main__`` (stdin/stdout tests).
