@@ -8,7 +8,10 @@ score = fraction of tests passed; details["tests"] has one entry per test; detai
 the program was isolated (sandbox.py). Options: timeout_s (per test, default 5), memory_mb (1024),
 processes (64), disk_bytes (256 MiB), output_bytes (1 MiB per stream), open_files (64), network (False:
 the program must get no network; where that cannot be enforced the verdict is status "error"),
-isolation (None = the strongest available, or "bwrap" / "process").
+isolation (None = the strongest available, or "bwrap" / "process"), sandbox_dir (where sandbox folders are
+made: default $RLVR_SANDBOX_DIR, else the system temp dir; folders left by dead checkers are removed there,
+see folders.py), fork_server (default True, or $RLVR_FORK_SERVER=0 to turn off: at the bubblewrap level as
+root, fork each program inside a pooled long-lived sandbox instead of starting one, see pool.py).
 
 How tests are judged, and why a program cannot fool them, is in harness.py; the threat model and what each
 isolation level blocks are in docs/security.md.
@@ -16,6 +19,7 @@ isolation level blocks are in docs/security.md.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from typing import Any
@@ -89,6 +93,8 @@ def code_verifier(
     open_files: int = 64,
     network: bool = False,
     isolation: str | None = None,
+    sandbox_dir: str | None = None,
+    fork_server: bool | None = None,
 ) -> Verdict:
     """See the module docstring."""
     if not isinstance(response, str):
@@ -109,7 +115,10 @@ def code_verifier(
                        {"tests": [{"status": "failed", "reason": "program_too_long"}] * len(tests)})
     start = time.monotonic()
     try:
-        with Sandbox(program, limits, network=bool(network), level=isolation) as sandbox:
+        if fork_server is None:
+            fork_server = os.environ.get("RLVR_FORK_SERVER", "1") != "0"
+        with Sandbox(program, limits, network=bool(network), level=isolation, base_dir=sandbox_dir,
+                     fork_server=bool(fork_server)) as sandbox:
             details: dict[str, Any] = {**sandbox.details(), "style": style}
             if style == "tests":
                 run = run_assert_tests(tests, sandbox)
@@ -131,11 +140,17 @@ def code_verifier(
 
 
 def _verdict(results: list[TestResult], shown: str, details: dict) -> Verdict:
+    """score = passed / all tests. A test the harness could not judge ("error", e.g. a value too large to
+    carry) earns nothing, and the verdict says so: reason "some_not_judged", details["not_judged"]."""
     passed = sum(r.status == "passed" for r in results)
-    judged = [r for r in results if r.status != "error"]
-    if not judged:
+    not_judged = sum(r.status == "error" for r in results)
+    if not_judged == len(results):
         return Verdict(0.0, Status.ERROR, "harness_error", shown, details)
     score = passed / len(results)
+    if not_judged:
+        details["not_judged"] = not_judged
+        status = Status.PARTIAL if passed else Status.INCORRECT
+        return Verdict(score, status, "some_not_judged", shown, details)
     if passed == len(results):
         return Verdict(1.0, Status.CORRECT, "all_passed", shown, details)
     if passed:

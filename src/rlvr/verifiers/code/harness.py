@@ -19,6 +19,11 @@ plain value (exact builtin types) or another proxy. So:
 
 Stdin/stdout tests run the program once per test (a fresh process: the program reads its input at start),
 stopping after the first timeout for the same reason.
+
+Everything the sandbox sends is hostile input: the channel (channel.py) has the test's deadline and a size
+cap on every read and write, replies are decoded by codec.py (linear time, bounded memory, builtin types
+only) under the same deadline, a reply counts only where the protocol allows it (``Session.request``), and
+a module the program names resolves only to one the checker imported itself (``PRELOADED``).
 """
 
 from __future__ import annotations
@@ -26,16 +31,38 @@ from __future__ import annotations
 import builtins
 import importlib
 import os
-import select
 import sys
+import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.verifiers.code import inside
+from rlvr.verifiers.code import codec
+from rlvr.verifiers.code.channel import Channel, ChannelClosed, ChannelTimeout, ChannelViolation
 from rlvr.verifiers.code.sandbox import Limits, Sandbox, communicate
 
-_NOT_IMPORTED = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "webbrowser", "pydoc"}
+# Modules the checker imports itself, once, before judging assert tests: a program's reference to one of them
+# (``import math`` at its top) is given to the tests as the checker's own copy. A module the checker has not
+# imported is never imported because the sandbox names it, and never becomes a proxy the program controls.
+PRELOADED = ("math", "cmath", "re", "string", "collections", "itertools", "functools", "heapq", "bisect",
+             "random", "statistics", "fractions", "decimal", "operator", "copy", "datetime", "json", "hashlib",
+             "typing", "numpy")
+_preloaded = threading.Lock()
+_preloaded_done = False
+
+
+def _preload() -> None:
+    global _preloaded_done
+    with _preloaded:
+        if _preloaded_done:
+            return
+        for name in PRELOADED:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        _preloaded_done = True
 
 
 @dataclass
@@ -53,23 +80,57 @@ class TestResult:
         return out
 
 
-class ProgramExited(Exception):
+# The harness's own signals derive from BaseException, so a test's ``except Exception`` cannot swallow them.
+
+
+class ProgramExited(BaseException):
     """The sandboxed process ended (exit, crash, kill) while a test needed it."""
 
 
-class TestTimeout(Exception):
+class ProtocolViolation(ProgramExited):
+    """The sandbox sent something the honest harness never sends: the program tampered with the channel."""
+
+
+class TestTimeout(BaseException):
     pass
 
 
-class HarnessError(Exception):
+class HarnessError(BaseException):
     """The harness could not judge a test (e.g. it passes something the sandbox cannot receive)."""
+
+    reason = "harness"
+
+
+class ValueTooLarge(HarnessError):
+    """A value too large (or too deep, or too costly to rebuild) to carry across the channel."""
+
+    reason = "value_too_large"
 
 
 class RemoteError(Exception):
     """An exception the program raised that has no builtin counterpart (its type name is in the message)."""
 
 
+class UnsharedModule:
+    """Stands for a module of the program's that the checker has not imported (see PRELOADED)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise AttributeError(f"module {self.name!r} of the program is not shared with the tests; "
+                             "import it in the test")
+
+    def __repr__(self) -> str:
+        return f"<module {self.name!r} of the program, not shared with the tests>"
+
+
 # --------------------------------------------------------------------------------------------- session
+
+# the replies valid for each request, and how many fields each has (a "stop" answers only "next")
+_REPLY_FIELDS = {"ok": 2, "error": 4, "too_large": 2}
 
 
 class Session:
@@ -77,144 +138,121 @@ class Session:
 
     def __init__(self, sandbox: Sandbox, cpu_s: float):
         self.sandbox = sandbox
-        child_reads, self.to_child = os.pipe()
-        self.from_child, child_writes = os.pipe()
+        child_reads, to_child = os.pipe()
+        from_child, child_writes = os.pipe()
         try:
             self.proc = sandbox.start("serve", cpu_s=cpu_s, channel=(child_reads, child_writes))
+        except BaseException:
+            for fd in (to_child, from_child):
+                os.close(fd)
+            raise
         finally:
             os.close(child_reads)
             os.close(child_writes)
         self.proc.stdin.close()
-        # the program's own output is drained (and capped) so a chatty program never blocks on a full pipe
-        self.output = {self.proc.stdout.fileno(): bytearray(), self.proc.stderr.fileno(): bytearray()}
-        self.finished: dict[int, bytearray] = {}  # streams that reached EOF
+        self.channel = Channel(from_child, to_child, [self.proc.stdout.fileno(), self.proc.stderr.fileno()],
+                               sandbox.limits.output_bytes)
         self.deadline = time.monotonic() + sandbox.limits.timeout_s
         self.dead = False
         self.requests = 0
 
     def close(self) -> None:
-        for fd in (self.to_child, self.from_child):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def _wait_readable(self) -> None:
-        cap = self.sandbox.limits.output_bytes
-        while True:
-            remaining = self.deadline - time.monotonic()
-            if remaining <= 0:
-                self.sandbox.kill(self.proc)
-                self.dead = True
-                raise TestTimeout
-            ready, _, _ = select.select([self.from_child, *self.output], [], [], min(remaining, 0.5))
-            for fd in ready:
-                if fd == self.from_child:
-                    continue
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    self.finished[fd] = self.output.pop(fd)
-                    continue
-                buf = self.output[fd]
-                if len(buf) < cap:
-                    buf += chunk[: cap - len(buf)]
-            if self.from_child in ready:
-                return
+        self.channel.close()
 
     def stderr(self) -> bytes:
-        fd = self.proc.stderr.fileno()
-        return bytes(self.output.get(fd) or self.finished.get(fd) or b"")[-4000:]
+        return self.channel.captured(self.proc.stderr.fileno())[-4000:]
 
-    def receive(self) -> dict:
+    def _end(self, error: BaseException) -> BaseException:
+        """Kill the sandbox: after a timeout or a violation, its state is unknown."""
+        self.dead = True
+        self.sandbox.kill(self.proc)
+        return error
+
+    def receive(self) -> tuple:
         if self.dead:
             raise ProgramExited
         try:
-            self._wait_readable()
-            message = inside.recv(self.from_child)
-        except (EOFError, OSError, ValueError, RecursionError) as exc:
-            self.dead = True  # a closed channel, or bytes on it that are not our protocol
-            raise ProgramExited from exc
-        if not isinstance(message, dict):
-            self.dead = True
-            raise ProgramExited
+            frame = self.channel.receive(self.deadline)
+        except ChannelTimeout:
+            raise self._end(TestTimeout()) from None
+        except ChannelClosed:
+            raise self._end(ProgramExited()) from None
+        except ChannelViolation as exc:
+            raise self._end(ProtocolViolation(str(exc))) from None
+        try:
+            message = codec.decode(frame, self._deref, deadline=self.deadline, clock=time.monotonic)
+        except codec.TooSlow:
+            raise self._end(TestTimeout()) from None
+        except codec.TooLarge as exc:  # well-formed, but beyond what the checker rebuilds
+            raise ValueTooLarge(f"the program's value cannot be carried: {exc}") from None
+        except codec.CodecError as exc:
+            raise self._end(ProtocolViolation(f"malformed reply: {exc}")) from None
+        if type(message) is not tuple or not message or type(message[0]) is not str:
+            raise self._end(ProtocolViolation("a reply that is not a message"))
         return message
 
-    def request(self, message: dict) -> Any:
+    def request(self, op: str, target: int, *args: Any) -> Any:
         if self.dead:
             raise ProgramExited
         self.requests += 1
         try:
-            inside.send(self.to_child, message)
-        except OSError as exc:
-            self.dead = True
-            raise ProgramExited from exc
+            body = codec.encode((op, target, *args), self._ref)
+        except codec.TooLarge as exc:
+            raise ValueTooLarge(f"the test's value cannot be carried to the program: {exc}") from None
+        except codec.Unencodable as exc:
+            raise HarnessError(str(exc)) from None
+        try:
+            self.channel.send(body, self.deadline)
+        except ChannelTimeout:
+            raise self._end(TestTimeout()) from None
+        except ChannelClosed:
+            raise self._end(ProgramExited()) from None
         reply = self.receive()
-        if "error" in reply:
-            raise _exception(reply["error"])
-        if reply.get("stop"):
+        kind = reply[0]
+        if kind == "stop" and op == "next" and len(reply) == 1:
             raise StopIteration
-        return self.decode(reply.get("ok"))
+        if _REPLY_FIELDS.get(kind) != len(reply):
+            raise self._end(ProtocolViolation(f"reply {kind!r} to a {op!r} request"))
+        if kind == "ok":
+            return reply[1]
+        if not all(type(x) is str for x in reply[1:]):  # texts only: nothing here may call into the sandbox
+            raise self._end(ProtocolViolation(f"a {kind!r} reply that is not text"))
+        if kind == "too_large":
+            raise ValueTooLarge(f"the program's value cannot be carried: {reply[1][:200]}")
+        raise _exception(*reply[1:])
+
+    def hello(self) -> tuple:
+        """The first message: ("hello", names) or ("load_error", type, program type, message)."""
+        message = self.receive()
+        texts = all(type(x) is str for x in message[1:])
+        if (message[0] == "hello" and len(message) == 2 and type(message[1]) is dict) or (
+            message[0] == "load_error" and len(message) == 4 and texts
+        ) or (message[0] == "too_large" and len(message) == 2 and texts):
+            return message
+        raise self._end(ProtocolViolation(f"{message[0]!r} as the first message"))
 
     # values ------------------------------------------------------------------------------------------
 
-    def decode(self, data: Any) -> Any:
-        try:
-            return inside.decode(data, self._deref)
-        except (inside.EncodeError, TypeError, ValueError, KeyError, RecursionError) as exc:
-            self.dead = True  # the program wrote something that is not our protocol on the channel
-            raise ProgramExited(f"malformed reply: {exc}") from exc
+    def _deref(self, tag: str, number: int, name: str) -> Any:
+        if tag == "r":
+            return Remote(self, number, name)
+        module = sys.modules.get(name)  # never imported on the sandbox's word (see PRELOADED)
+        return module if isinstance(module, types.ModuleType) else UnsharedModule(name)
 
-    def _deref(self, data: dict) -> Any:
-        tag = data.get("#")
-        if tag == "ref":
-            return Remote(self, int(data["id"]), str(data.get("type", "object")))
-        if tag == "module":
-            local = _checker_module(data.get("v"))
-            if local is not None:
-                return local
-            return Remote(self, int(data["id"]), "module")
-        raise inside.EncodeError(f"unexpected tag {tag!r}")
-
-    def encode(self, value: Any) -> Any:
-        def ref(obj):
-            if isinstance(obj, Remote) and obj._session is self:
-                return obj._id
-            raise HarnessError(f"a test passes a {type(obj).__name__} to the program, which cannot receive it")
-
-        try:
-            data = inside.encode(value, ref)
-        except inside.EncodeError as exc:
-            raise HarnessError(str(exc)) from exc
-        return data
+    def _ref(self, obj: Any) -> int:
+        if isinstance(obj, Remote) and obj._session is self:
+            return obj._id
+        raise codec.Unencodable(f"a test passes a {type(obj).__name__} to the program, which cannot receive it")
 
 
-def _checker_module(name: Any) -> Any:
-    """The checker's own copy of a module the program refers to: standard library or already imported."""
-    if not isinstance(name, str) or not name:
-        return None
-    top = name.split(".")[0]
-    if top in _NOT_IMPORTED or top in ("solution", "__main__"):
-        return None
-    if name not in sys.modules and top not in sys.stdlib_module_names:
-        return None
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _exception(error: Any) -> BaseException:
-    if not isinstance(error, dict):
-        return RemoteError(str(error))
-    name = str(error.get("type", "Exception"))
-    message = str(error.get("message", ""))
+def _exception(name: str, program_type: str, message: str) -> BaseException:
     cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (StopIteration,):
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (StopIteration, StopAsyncIteration):
         try:
             return cls(message)
         except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs more arguments
             pass
-    return RemoteError(f"{error.get('program_type', name)}: {message}")
+    return RemoteError(f"{program_type}: {message}")
 
 
 class Remote:
@@ -228,21 +266,19 @@ class Remote:
         object.__setattr__(self, "_id", ref_id)
         object.__setattr__(self, "_type", type_name)
 
-    def _req(self, op: str, **kw: Any) -> Any:
-        return self._session.request({"op": op, "target": {"#": "ref", "id": self._id}, **kw})
+    def _req(self, op: str, *args: Any) -> Any:
+        return self._session.request(op, self._id, *args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        enc = self._session.encode
-        return self._req("call", args=[enc(a) for a in args],
-                         kwargs={"#": "dict", "v": [[k, enc(v)] for k, v in kwargs.items()]})
+        return self._req("call", args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return self._req("getattr", name=name)
+        return self._req("getattr", name)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._req("getitem", key=self._session.encode(key))
+        return self._req("getitem", key)
 
     def __iter__(self):
         iterator = self._req("iter")
@@ -280,7 +316,7 @@ class Remote:
     def __repr__(self) -> str:
         try:
             text = self._req("repr")
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the program's own error; the harness's signals pass
             text = None
         return text if type(text) is str else f"<{self._type} in the sandbox>"
 
@@ -303,31 +339,34 @@ class AssertRun:
 def run_assert_tests(tests: list[str], sandbox: Sandbox) -> AssertRun:
     limits = sandbox.limits
     cpu_s = limits.timeout_s * (len(tests) + 1)
+    _preload()
     session = Session(sandbox, cpu_s)
     results: list[TestResult] = []
     load_error = ""
     try:
         session.deadline = time.monotonic() + limits.timeout_s
         try:
-            hello = session.receive()
+            hello = session.hello()
         except TestTimeout:
             return AssertRun([TestResult("timeout", "program_load_timeout")] * len(tests), "timeout")
+        except ProtocolViolation as exc:
+            return AssertRun([TestResult("failed", "protocol_violation", str(exc))] * len(tests), "malformed",
+                             session.stderr())
         except ProgramExited:
             return AssertRun([TestResult("failed", "program_exited_on_load")] * len(tests), "exited",
                              session.stderr())
-        if "error" in hello:
-            err = hello["error"] if isinstance(hello["error"], dict) else {}
-            load_error = f"{err.get('program_type', 'Exception')}: {err.get('message', '')}"
+        except ValueTooLarge as exc:
+            return AssertRun([TestResult("error", exc.reason, str(exc))] * len(tests), "too_large")
+        if hello[0] == "load_error":
+            load_error = f"{hello[2]}: {hello[3]}"
             return AssertRun([TestResult("failed", "program_raised_on_load", load_error)] * len(tests), load_error)
-        try:
-            names = session.decode(hello.get("ok") or {"#": "dict", "v": []})
-        except ProgramExited:
-            return AssertRun([TestResult("failed", "program_exited_on_load")] * len(tests), "malformed")
-        if not isinstance(names, dict):
-            names = {}
+        if hello[0] == "too_large":
+            message = f"the program's names cannot be carried: {str(hello[1])[:200]}"
+            return AssertRun([TestResult("error", ValueTooLarge.reason, message)] * len(tests), "too_large")
         namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "rlvr_tests"}
-        for key, value in names.items():
-            if isinstance(key, str) and not key.startswith("__") and not hasattr(builtins, key):
+        for key, value in hello[1].items():
+            if type(key) is str and not key.startswith("__") and not hasattr(builtins, key) \
+                    and not isinstance(value, UnsharedModule):
                 namespace[key] = value
         stopped: TestResult | None = None
         for i, test in enumerate(tests):
@@ -339,8 +378,8 @@ def run_assert_tests(tests: list[str], sandbox: Sandbox) -> AssertRun:
             last = results[-1]
             if last.status == "timeout":
                 stopped = TestResult("failed", "not_run", f"test {i} timed out")
-            elif last.reason == "program_exited":
-                stopped = TestResult("failed", "program_exited", f"the program exited during test {i}")
+            elif last.reason in ("program_exited", "protocol_violation"):
+                stopped = TestResult("failed", last.reason, f"the sandbox ended during test {i}")
         return AssertRun(results, load_error, session.stderr(), {"requests": session.requests})
     finally:
         session.close()
@@ -355,10 +394,12 @@ def _one_test(test: str, index: int, namespace: dict, session: Session) -> TestR
         exec(code, namespace)
     except TestTimeout:
         return TestResult("timeout", "timeout")
+    except ProtocolViolation as exc:
+        return TestResult("failed", "protocol_violation", str(exc))
     except ProgramExited as exc:
         return TestResult("failed", "program_exited", str(exc))
     except HarnessError as exc:
-        return TestResult("error", "harness", str(exc))
+        return TestResult("error", exc.reason, str(exc))
     except AssertionError as exc:
         return TestResult("failed", "assertion", str(exc))
     except RecursionError as exc:

@@ -14,6 +14,11 @@ Every level: a minimal environment (none of the checker's variables), rlimits on
 processes, file size and open files, stdout/stderr captured up to a cap (the rest is read and dropped),
 and a wall-clock limit after which the whole sandbox is killed, children included (the PID namespace
 dies with its first process; at the ``process`` level every process of the sandbox's uid is killed).
+
+At the ``bwrap`` level as root, a ``Sandbox`` does not start bubblewrap itself: it borrows a pooled fork
+server (pool.py, zygote.py), a long-lived bubblewrap sandbox that forks each program into a fresh child
+with the same guarantees (its own mount and IPC namespaces and tmpfs, its own uid, every process of that
+uid killed when it ends). The program's source then never touches the host's disk.
 """
 
 from __future__ import annotations
@@ -34,9 +39,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlvr.verifiers.code.folders import SandboxFolder, base_dir
+from rlvr.verifiers.code.pool import POOL, ForkedProcess, ForkServer
+
 INSIDE = Path(__file__).with_name("inside.py")
+HARNESS_FILES = (INSIDE, Path(__file__).with_name("codec.py"))  # what the sandbox runs, besides the program
+SERVER_FILES = (*HARNESS_FILES, Path(__file__).with_name("zygote.py"))
 LEVELS = ("bwrap", "process")
 _UID_BASE = 200_000  # sandbox uids: _UID_BASE + 0..4095, never a real account
+# one place per machine, whatever each checker's TMPDIR or sandbox dir, so no two checkers share a uid
+_UID_LOCKS = Path("/tmp/rlvr-uid-locks")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -114,8 +126,8 @@ class _UidSlots:
         if not self.available.acquire(timeout=timeout_s):
             raise SandboxUnavailable("every sandbox slot of this process is busy")
         try:
-            directory = Path(tempfile.gettempdir()) / "rlvr-uid-locks"
-            directory.mkdir(mode=0o700, exist_ok=True)
+            directory = _UID_LOCKS
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             start = (os.getpid() * 7919) % self.size
             for k in range(self.size):
                 uid = _UID_BASE + (start + k) % self.size
@@ -144,6 +156,7 @@ class _UidSlots:
 
 
 _SLOTS = _UidSlots()
+_FORK_SERVER_FAILED: list[str] = []  # why fork servers cannot start here: then a sandbox per program
 
 
 def _other_users_can_run_python() -> bool:
@@ -172,12 +185,22 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_bytes: int) -> list[str]:
+def _tmpfs_sizes(disk_bytes: int) -> tuple[int, int]:
+    """Bytes of the /tmp and /dev/shm tmpfs mounts: ``disk_bytes`` in total, /dev/shm the small one."""
+    shm = max(1, min(16 << 20, disk_bytes // 8))
+    return max(1, disk_bytes - shm), shm
+
+
+def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_bytes: int,
+                admin: bool = False, die_with_parent: bool = True) -> list[str]:
+    """The bubblewrap command for a sandbox. ``admin`` adds CAP_SYS_ADMIN (a fork server mounts each
+    program's own tmpfs); a fork server outlives the thread that starts it, so it does not die with it
+    (it exits when the checker's end of its control socket closes)."""
     argv = [bwrap]
     # the writable mounts come first, so that read-only binds below them (a venv under /tmp) stay visible;
     # /tmp and a small /dev/shm are size-capped tmpfs mounts, disk_bytes in total
-    shm = max(1, min(16 << 20, disk_bytes // 8))
-    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(max(1, disk_bytes - shm)), "--tmpfs", "/tmp"]
+    tmp, shm = _tmpfs_sizes(disk_bytes)
+    argv += ["--proc", "/proc", "--perms", "1777", "--size", str(tmp), "--tmpfs", "/tmp"]
     argv += ["--dev", "/dev", "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
     for top in ("usr", "bin", "lib", "lib64", "lib32", "sbin", "etc"):
         path = Path("/") / top
@@ -199,10 +222,14 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
-    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    argv += ["--die-with-parent"] if die_with_parent else []
+    argv += ["--new-session", "--clearenv"]
     argv += ["--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
-    if uid is not None:  # the harness drops to this uid itself, before it reads the program
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if uid is not None:  # as root bubblewrap keeps every capability unless told; the harness needs only
+        # these, to drop to this uid itself before it reads the program
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if admin:
+        argv += ["--cap-add", "CAP_SYS_ADMIN"]
     return argv
 
 
@@ -211,7 +238,7 @@ def _bwrap_argv(bwrap: str, box: Path, *, network: bool, uid: int | None, disk_b
 
 @dataclass
 class Sandbox:
-    """One program in one sandbox directory; ``start`` launches a process, ``close`` removes every trace.
+    """One program in one sandbox folder; ``start`` launches a process, ``close`` removes every trace.
 
     Use as a context manager. ``level`` None picks the strongest available; asking for ``network=False``
     (the default) where the strongest level cannot block the network raises SandboxUnavailable."""
@@ -220,6 +247,8 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     network: bool = False
     level: str | None = None
+    base_dir: str | None = None  # where the sandbox folder is made (folders.base_dir)
+    fork_server: bool = True  # at the bwrap level as root: fork programs in a pooled sandbox (pool.py)
 
     def __post_init__(self):
         available = isolation_level()
@@ -237,20 +266,29 @@ class Sandbox:
                 "programs with the host's network at the 'process' level"
             )
         self.uid: int | None = None
-        self.dir: Path | None = None
-        self.procs: list[subprocess.Popen] = []
+        self.folder: SandboxFolder | None = None
+        self.server: ForkServer | None = None
+        self.procs: list = []
         self.closed = False
+        if self.level == "bwrap" and self.fork_server and os.geteuid() == 0 and not _FORK_SERVER_FAILED:
+            try:
+                self.server = self._acquire_server()
+                self.uid = self.server.uid
+                return
+            except (OSError, subprocess.SubprocessError) as exc:  # e.g. mounts refused in a container
+                _FORK_SERVER_FAILED.append(str(exc))
         try:
             if os.geteuid() == 0 and (self.level == "bwrap" or _other_users_can_run_python()):
                 self.uid = _SLOTS.acquire()
-            self.dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-"))
-            os.chmod(self.dir, 0o755)
+            self.folder = SandboxFolder(self.base_dir)
+            self.dir = self.folder.box  # what the program may see: its source and the harness
             # a response may hold lone surrogates: they become U+FFFD (and a syntax error), not a crash
             (self.dir / "solution.py").write_bytes(self.program.encode("utf-8", "replace"))
-            shutil.copyfile(INSIDE, self.dir / "inside.py")
-            for name in ("solution.py", "inside.py"):
+            for source in HARNESS_FILES:
+                shutil.copyfile(source, self.dir / source.name)
+            for name in ("solution.py", *(source.name for source in HARNESS_FILES)):
                 os.chmod(self.dir / name, 0o644)
-            self.work = self.dir / "work"  # the program's cwd at the process level
+            self.work = self.folder.path / "work"  # the program's cwd at the process level
             self.work.mkdir()
             if self.uid is not None and self.level == "process":
                 os.chown(self.work, self.uid, self.uid)
@@ -259,6 +297,18 @@ class Sandbox:
             self.close()
             raise
 
+    def _acquire_server(self) -> ForkServer:
+        network, base = self.network, str(base_dir(self.base_dir))
+
+        def make() -> ForkServer:
+            bwrap = shutil.which("bwrap") or "bwrap"
+            return ForkServer(network=network, base=base, slots=_SLOTS, harness_files=SERVER_FILES,
+                              argv_for=lambda box, uid: _bwrap_argv(bwrap, box, network=network, uid=uid,
+                                                                    disk_bytes=1 << 20, admin=True,
+                                                                    die_with_parent=False))
+
+        return POOL.acquire((network, base), make)
+
     def __enter__(self) -> Sandbox:
         return self
 
@@ -266,11 +316,12 @@ class Sandbox:
         self.close()
 
     def details(self) -> dict:
-        return {"isolation": self.level, **level_description(self.level), "separate_uid": self.uid is not None}
+        return {"isolation": self.level, **level_description(self.level), "separate_uid": self.uid is not None,
+                "fork_server": self.server is not None}
 
-    def _limits_json(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> str:
+    def _limits(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> dict:
         box = "/box" if self.level == "bwrap" else str(self.dir)
-        return json.dumps({
+        return {
             "program": f"{box}/solution.py",
             "memory_bytes": int(self.limits.memory_mb) * 1024 * 1024,
             "cpu_s": max(1, int(cpu_s + 1)),
@@ -280,13 +331,15 @@ class Sandbox:
             "uid": self.uid,
             "sys_path": [d for d in site.getsitepackages() if os.path.isdir(d)],
             "channel": list(channel) if channel else None,
-        })
+        }
 
     def start(self, mode: str, *, cpu_s: float, channel: tuple[int, int] | None = None) -> subprocess.Popen:
         """Launch the harness in ``mode`` ("run" or "serve") with stdin/stdout/stderr as pipes; ``channel``
         is the (read, write) pair of fds the "serve" harness talks to the checker on."""
+        if self.server is not None:
+            return self._fork(mode, cpu_s, channel)
         python = sys.executable
-        limits = self._limits_json(mode, cpu_s, channel)
+        limits = json.dumps(self._limits(mode, cpu_s, channel))
         if self.level == "bwrap":
             argv = _bwrap_argv(shutil.which("bwrap") or "bwrap", self.dir, network=self.network, uid=self.uid,
                                disk_bytes=int(self.limits.disk_bytes))
@@ -303,14 +356,35 @@ class Sandbox:
         self.procs.append(proc)
         return proc
 
+    def _fork(self, mode: str, cpu_s: float, channel: tuple[int, int] | None) -> ForkedProcess:
+        limits = self._limits(mode, cpu_s, channel)
+        tmp, shm = _tmpfs_sizes(int(self.limits.disk_bytes))
+        program = self.program.encode("utf-8", "replace")
+        for attempt in range(2):  # a server that died while idle is replaced once
+            try:
+                proc = self.server.run(mode, limits, program, tmp_bytes=tmp, shm_bytes=shm, channel=channel)
+                break
+            except OSError:
+                if attempt or not self.server.broken or self.procs:
+                    raise
+                POOL.release(self.server, healthy=False)
+                self.server = self._acquire_server()
+                self.uid = self.server.uid
+        self.procs.append(proc)
+        return proc
+
     def run(self, stdin: bytes = b"", *, timeout_s: float | None = None) -> RunResult:
         """Run the program once as ``__main__`` with ``stdin``; capture its output under the caps."""
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         proc = self.start("run", cpu_s=timeout)
         return communicate(proc, stdin, timeout, self.limits.output_bytes, kill=lambda: self.kill(proc))
 
-    def kill(self, proc: subprocess.Popen) -> None:
-        """SIGKILL the process group (at the bwrap level the PID namespace dies with it)."""
+    def kill(self, proc) -> None:
+        """SIGKILL the process group (at the bwrap level the PID namespace dies with it); a forked program
+        and every process it started are killed by its fork server."""
+        if isinstance(proc, ForkedProcess):
+            proc.kill()
+            return
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -337,12 +411,29 @@ class Sandbox:
                         stream.close()
                     except OSError:
                         pass
+        if self.server is not None:
+            healthy = all(getattr(proc, "ended", False) for proc in self.procs)
+            POOL.release(self.server, healthy=healthy)
+            return
         if self.uid is not None:
             if self.level == "process":
                 kill_uid(self.uid)
             _SLOTS.release(self.uid)
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        if self.folder is not None:
+            self.folder.remove()
+
+
+def uid_of(pid: str) -> int | None:
+    """The real uid of a process, from /proc/PID/status (the owner of /proc/PID is root for a process that
+    made itself non-dumpable)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def kill_uid(uid: int) -> int:
@@ -351,13 +442,12 @@ def kill_uid(uid: int) -> int:
     for _ in range(3):
         found = 0
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            if not entry.name.isdigit() or uid_of(entry.name) != uid:
                 continue
             try:
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    found += 1
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                found += 1
+            except (ProcessLookupError, PermissionError):
                 continue
         killed += found
         if not found:
@@ -387,19 +477,28 @@ def communicate(proc: subprocess.Popen, stdin: bytes, timeout_s: float, cap: int
         if remaining <= 0:
             timed_out = True
             break
-        writers = [write_fd] if write_fd is not None else []
-        readable, writable, _ = select.select(list(open_fds), writers, [], min(remaining, 0.5))
-        for fd in writable:
+        poller = select.poll()  # not select(): a busy checker may hold fds numbered past 1024
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        if write_fd is not None:
+            poller.register(write_fd, select.POLLOUT)
+        events = dict(poller.poll(min(remaining, 0.5) * 1000))
+        if write_fd is not None and events.get(write_fd):
             try:
-                n = os.write(fd, pending[: 1 << 16])
+                n = os.write(write_fd, pending[: 1 << 16])
                 pending = pending[n:]
-            except (BrokenPipeError, OSError):
+            except BlockingIOError:
+                pass
+            except OSError:
                 pending = pending[:0]
             if not pending:
                 proc.stdin.close()
                 write_fd = None
-        for fd in readable:
-            chunk = os.read(fd, 1 << 16)
+        for fd in [fd for fd in open_fds if events.get(fd)]:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
             if not chunk:
                 open_fds.discard(fd)
                 continue
