@@ -41,3 +41,12 @@ def test_rewards_doc_runner_script_runs(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:2] == ["['correct', 'correct']", "correct"]
+
+
+def test_rewards_doc_trl_snippet_runs_on_cpu_as_written(tiny_model_dir, tmp_path, monkeypatch):
+    """The TRL example, executed with only the model path filled in (TRL defaults to bf16, which a CPU run must
+    turn off: the snippet does)."""
+    block = next(b for b in python_blocks("rewards.md") if "GRPOTrainer" in b)
+    monkeypatch.chdir(tmp_path)
+    exec(block.replace("path/to/local/model", str(tiny_model_dir)), {"__name__": "__doc_example__"})
+    assert (tmp_path / "out").is_dir()

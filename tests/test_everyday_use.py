@@ -163,7 +163,7 @@ def test_unknown_verifier_says_how_to_load_a_plugin(tmp_path, capsys):
 def test_a_broken_plugin_is_a_config_error_naming_it(tmp_path):
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     (tmp_path / "c.yaml").write_text("plugins: [./broken.py]\n")
-    with pytest.raises(ConfigError, match=r"c.yaml: plugin ./broken.py: import failed at .*broken.py:1: RuntimeError: boom"):
+    with pytest.raises(ConfigError, match=r"c.yaml: line 1: plugin ./broken.py: import failed at .*broken.py:1: RuntimeError: boom"):
         load_config(tmp_path / "c.yaml")
 
 
@@ -177,3 +177,80 @@ def test_learner_metrics_average_over_the_rows_that_carry_them(warm_model_dir, t
         if r["rows_backpropagated"]:
             assert r["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
             assert r["rollout_ratio_mean"] == pytest.approx(1.0, abs=1e-3) and r["rollout_ratio_max"] >= 0.999
+
+
+# --------------------------------------------------------------------------------------------- eval and compare
+
+
+def test_eval_takes_the_verifier_of_the_models_run(tiny_model_dir, tmp_path):
+    from rlvr.eval import evaluate_model
+
+    cfg = one_digit_rl_config(tiny_model_dir, tmp_path / "run", steps=1)
+    cfg["data"].update(verifier="numeric", prompts_per_step=2)
+    cfg["rollout"].update(group_size=2, max_new_tokens=3)
+    run = train(config_from_dict(cfg))
+    summary = evaluate_model(str(run / "checkpoint-1"), "arithmetic:eval:digits=1,n=3", max_new_tokens=3)
+    assert summary["verifier"] == "numeric" and summary["verifier_source"].endswith("config.yaml")
+    assert evaluate_model(str(tiny_model_dir), "arithmetic:eval:digits=1,n=3", max_new_tokens=3)["verifier"] == "exact"
+
+
+def test_eval_warns_when_no_verdict_could_be_decided(tiny_model_dir):
+    from rlvr.eval import evaluate_model
+    from rlvr.verifiers import Verdict, register_verifier
+
+    register_verifier("test.never_decides", isolation="inline")(
+        lambda response, reference, **_: Verdict(0.0, "undecidable", "no_answer_found"))
+    with pytest.warns(UserWarning, match="every one of the 3 verdicts .* undecidable .*no_answer_found"):
+        evaluate_model(str(tiny_model_dir), "arithmetic:eval:digits=1,n=3", verifier="test.never_decides",
+                       max_new_tokens=3)
+
+
+def _tasks_file(path, verifier):
+    from rlvr.jsonl import write_jsonl
+
+    write_jsonl(path, [{"task_id": str(i), "verifier": verifier, "n": 2, "correct": i % 3} for i in range(4)])
+    return path
+
+
+def test_compare_refuses_files_scored_by_different_verifiers(tmp_path, capsys):
+    a, b = _tasks_file(tmp_path / "a.tasks.jsonl", "math"), _tasks_file(tmp_path / "b.tasks.jsonl", "exact")
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "scored with verifier math" in capsys.readouterr().err
+    assert main(["compare", str(a), str(_tasks_file(tmp_path / "c.tasks.jsonl", "math"))]) == 0
+
+
+def test_compare_given_a_summary_names_its_tasks_file(tmp_path, capsys):
+    (tmp_path / "s.json").write_text('{"pass@1": {"value": 0.5, "ci95": [0.4, 0.6]}, "tasks_file": "x.tasks.jsonl"}')
+    assert main(["compare", str(tmp_path / "s.json"), str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert "evaluation summary" in err and "x.tasks.jsonl" in err
+
+
+@pytest.mark.parametrize("argv", [["eval", "--model", "m", "--data", "d", "--k", "1,x"], ["compare", "a", "b", "--k", "2,y"]])
+def test_k_that_is_not_a_number(argv, capsys):
+    assert main(argv) == 2
+    assert "is not a whole number" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ small messages
+
+
+def test_a_key_typo_in_a_yaml_file_names_its_line(tmp_path):
+    (tmp_path / "c.yaml").write_text("train:\n  steps: 3\n  learning_rate: 0.1\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: line 3: unknown key 'train.learning_rate'"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_an_unknown_verifier_in_a_data_row_names_file_and_line(tiny_model_dir, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "1+1=", "reference": "2"}\n{"prompt": "2+2=", "reference": "4", "verifier": "nmueric"}\n')
+    cfg = _cfg(tiny_model_dir, tmp_path / "run")
+    cfg.data.train = str(data)
+    with pytest.raises(ValueError, match=r"task d.jsonl:2: field 'verifier': unknown verifier 'nmueric' \(did you mean 'numeric'"):
+        train(cfg)
+
+
+def test_the_report_plots_failures_per_step_not_running_totals():
+    from rlvr.eval.run_report import per_step
+
+    assert per_step([0, 2, 2, 5]) == [0, 2, 0, 3]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 import sys
 from collections import Counter
 from pathlib import Path
@@ -53,11 +54,25 @@ def _print_comparison(result: dict) -> None:
               f"diff {100 * diff['value']:+.1f} (95% CI {100 * low:+.1f} to {100 * high:+.1f})")
 
 
+def _parse_ks(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    ks = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        try:
+            ks.append(int(part))
+        except ValueError:
+            raise ValueError(f"--k {text}: {part.strip()!r} is not a whole number (expected e.g. --k 1,4,16)") from None
+    return ks
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from rlvr.eval import evaluate_model
     from rlvr.eval.compare import compare_runs
 
-    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    ks = _parse_ks(args.k)
     common = dict(verifier=args.verifier, samples=args.samples, ks=ks, temperature=args.temperature,
                   max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet,
                   engine=args.engine)
@@ -66,7 +81,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.baseline and not Path(args.baseline).is_dir():
         raise ValueError(f"--baseline: {args.baseline} is not a directory (expected a Hugging Face model folder)")
     summary = evaluate_model(args.model, args.data, out=args.out, **common)
+    print(f"verifier: {summary['verifier']} (from {summary['verifier_source']})")
     _print_summary(summary)
+    common["verifier"] = summary["verifier"]  # the baseline is scored exactly as the model was
     if args.baseline:
         out = Path(args.out)
         base = evaluate_model(args.baseline, args.data, out=str(out.with_name(out.stem + ".baseline.json")), **common)
@@ -81,7 +98,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rlvr.eval.compare import compare_runs
 
-    ks = [int(k) for k in args.k.split(",") if k.strip()] if args.k else None
+    ks = _parse_ks(args.k)
     result = compare_runs(args.baseline_tasks, args.model_tasks, ks=ks, seed=args.seed, out=args.out)
     _print_comparison(result)
     return 0
@@ -111,7 +128,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from rlvr.eval.run_report import write_run_report
 
-    print(write_run_report(args.run_dir, out=args.out))
+    print(write_run_report(args.run_dir, out=args.out, eval_files=args.eval))
     return 0
 
 
@@ -159,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="pass@k of a model on JSONL tasks")
     ev.add_argument("--model", required=True, help="Hugging Face model folder")
     ev.add_argument("--data", required=True, help="JSONL tasks or a generator spec")
-    ev.add_argument("--verifier", default="exact")
+    ev.add_argument("--verifier", default=None,
+                    help="default: the model's training run's data.verifier (its config.yaml), else exact")
     ev.add_argument("--samples", type=int, default=1, help="responses per task (n)")
     ev.add_argument("--k", default="1", help="comma-separated k values, each <= --samples")
     ev.add_argument("--temperature", type=float, default=None, help="default: 0 (greedy) for 1 sample, else 1.0")
@@ -189,12 +207,23 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="one self-contained HTML page of a run's metrics, evals and config")
     rep.add_argument("run_dir", help="run directory holding metrics.jsonl, config.yaml and/or eval/*.json")
     rep.add_argument("--out", help="directory for report.html and its PNGs (default: RUN_DIR/report)")
+    rep.add_argument("--eval", action="append", default=[], metavar="FILE",
+                     help="also show this `rlvr eval --out` summary or comparison JSON (repeatable)")
     rep.set_defaults(func=_cmd_report)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda message, *_, **__: f"rlvr {args.command}: warning: {message}\n"
+    try:
+        return _run(args)
+    finally:
+        warnings.formatwarning = formatwarning
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "plugin", None):
             from rlvr.plugins import load_plugins

@@ -291,24 +291,47 @@ def _assign(values: dict, sources: dict, parts: list[str], value: Any, where: st
     sources[key] = where
 
 
-def _assign_tree(values: dict, sources: dict, tree: Any, where: str) -> None:
+def _key_lines(text: str) -> dict[str, int]:
+    """Line number of each "section" and "section.key" in a YAML config text (best effort; {} if unparsable)."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    if isinstance(root, yaml.MappingNode):
+        for key, body in root.value:
+            lines[str(key.value)] = key.start_mark.line + 1
+            if isinstance(body, yaml.MappingNode):
+                for sub, _ in body.value:
+                    lines[f"{key.value}.{sub.value}"] = sub.start_mark.line + 1
+    return lines
+
+
+def _assign_tree(values: dict, sources: dict, tree: Any, where: str, lines: dict[str, int] | None = None) -> None:
     if tree is None:
         return  # an empty file means all defaults
     if not isinstance(tree, dict):
         raise ConfigError(f"{where}: expected a mapping of sections ({', '.join(_SECTIONS)}), got {_describe(tree)}")
+    lines = lines or {}
+
+    def at(name: str) -> str:
+        return f"{where}: line {lines[name]}" if name in lines else where
+
     for section, body in tree.items():
         if section == "plugins":
-            _plugins(values, body, where)
+            _plugins(values, body, at("plugins"), base_dir=os.path.dirname(os.path.abspath(where)) if lines else None)
             continue
-        _assign(values, sources, [str(section)], body, where)
+        if isinstance(body, dict) and str(section) in _SECTIONS:
+            for key, sub in body.items():
+                _assign(values, sources, [str(section), str(key)], sub, at(f"{section}.{key}"))
+            continue
+        _assign(values, sources, [str(section)], body, at(str(section)))
 
 
 def _plugins(values: dict, specs: Any, where: str, base_dir: str | None = None) -> None:
     """Import the plugins now, before anything is validated against the registries."""
     from rlvr.plugins import PluginError, load_plugins
 
-    if base_dir is None and os.path.isfile(where):
-        base_dir = os.path.dirname(os.path.abspath(where))
     try:
         modules = load_plugins(specs, base_dir)
     except PluginError as exc:
@@ -397,7 +420,7 @@ def load_config(path: str | os.PathLike | None, overrides: Sequence[str] = ()) -
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"{where}: cannot read config file: {e.strerror or e}") from None
-        _assign_tree(values, sources, _yaml(text, where, in_file=True), where)
+        _assign_tree(values, sources, _yaml(text, where, in_file=True), where, _key_lines(text))
     if isinstance(overrides, str):
         overrides = [overrides]  # a lone string is one override, not a sequence of characters
     for text in overrides:

@@ -13,9 +13,25 @@ from rlvr.eval.passk import pass_at_k
 from rlvr.eval.summary import check_ks
 
 def read_task_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The per-task rows of an `rlvr eval` run (its .tasks.jsonl); a summary JSON given instead is refused with
+    the path of its tasks file."""
     from rlvr.tasks.jsonl import read_rows
 
+    path = Path(path)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            summary = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            summary = None
+        if isinstance(summary, dict):
+            hint = f" (its per-task file is {summary['tasks_file']})" if summary.get("tasks_file") else ""
+            raise ValueError(f"{path}: this is an evaluation summary; compare needs the per-task .tasks.jsonl "
+                             f"files that `rlvr eval --out` writes beside it{hint}")
     return read_rows(path, required=("task_id", "n", "correct"))
+
+
+def verifiers_of(rows: list[dict[str, Any]]) -> set[str]:
+    return {str(row["verifier"]) for row in rows if row.get("verifier")}
 
 
 def compare_rows(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, ks: Sequence[int] | None = None,
@@ -48,8 +64,14 @@ def compare_rows(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, 
 
 def compare_runs(tasks_a: str | Path, tasks_b: str | Path, *, ks: Sequence[int] | None = None, seed: int = 0,
                  out: str | Path | None = None, models: tuple[str, str] | None = None) -> dict[str, Any]:
-    """Compare two per-task files written by ``rlvr eval`` (a: the baseline, b: the model under test)."""
-    result = compare_rows(read_task_rows(tasks_a), read_task_rows(tasks_b), ks=ks, seed=seed)
+    """Compare two per-task files written by ``rlvr eval`` (a: the baseline, b: the model under test). Files scored
+    by different verifiers are refused: their pass rates measure different things."""
+    rows_a, rows_b = read_task_rows(tasks_a), read_task_rows(tasks_b)
+    va, vb = verifiers_of(rows_a), verifiers_of(rows_b)
+    if va and vb and va != vb:
+        raise ValueError(f"{tasks_a} was scored with verifier {', '.join(sorted(va))} and {tasks_b} with "
+                         f"{', '.join(sorted(vb))}: evaluate both with the same --verifier before comparing")
+    result = compare_rows(rows_a, rows_b, ks=ks, seed=seed)
     a, b = models or (str(tasks_a), str(tasks_b))
     result["models"] = {"a": a, "b": b}
     if out:

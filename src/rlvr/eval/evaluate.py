@@ -4,6 +4,7 @@ and per-task rows."""
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,12 @@ def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scori
     ``out`` with the per-task rows beside it (or to ``tasks_out``) when given."""
     results = sample_tasks(engine, tokenizer, tasks, scoring, samples=samples, temperature=temperature,
                            max_new_tokens=max_new_tokens, on_chunk=on_chunk)
+    verdicts = [v for r in results for v in r.verdicts]
+    if verdicts and all(v.status.value in ("undecidable", "error") for v in verdicts):
+        reasons = sorted({v.reason for v in verdicts})[:3]
+        warnings.warn(f"every one of the {len(verdicts)} verdicts of verifier {scoring.verifier!r} was undecidable or an "
+                      f"error ({', '.join(reasons)}): the responses may not be in the form this verifier reads; "
+                      "check --verifier", stacklevel=2)
     summary, rows = evaluate_results(results, ks, verifier=scoring.verifier, seed=seed,
                                      verifier_options=scoring.verifier_options)
     summary.update(extra or {})
@@ -34,11 +41,34 @@ def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scori
     return summary
 
 
+def run_config_of(model_path: str | Path) -> Path | None:
+    """The config.yaml of the training run a checkpoint belongs to (RUN_DIR/checkpoint-N -> RUN_DIR/config.yaml)."""
+    folder = Path(model_path)
+    for candidate in (folder / "config.yaml", folder.parent / "config.yaml"):
+        if candidate.is_file() and candidate.parent != Path.cwd():
+            return candidate
+    return None
+
+
+def verifier_for(model_path: str | Path, verifier: str | None) -> tuple[str, dict, str]:
+    """(verifier, options, where it came from): the one given, else the model's run config's data.verifier and
+    data.verifier_options (its plugins imported), else "exact"."""
+    if verifier is not None:
+        return verifier, {}, "--verifier"
+    config = run_config_of(model_path)
+    if config is not None:
+        from rlvr.config import load_config
+
+        cfg = load_config(config)
+        return cfg.data.verifier, dict(cfg.data.verifier_options), str(config)
+    return "exact", {}, "default"
+
+
 def evaluate_model(
     model_path: str,
     data: str,
     *,
-    verifier: str = "exact",
+    verifier: str | None = None,
     samples: int = 1,
     ks: Sequence[int] = (1,),
     temperature: float | None = None,
@@ -65,6 +95,7 @@ def evaluate_model(
     if samples < 1:
         raise ValueError(f"--samples must be >= 1, got {samples}")
     ks = check_ks(ks, samples)
+    verifier, options, verifier_source = verifier_for(model_path, verifier)
     get_verifier(verifier)  # an unknown name fails before the model loads
     if engine not in engine_names():
         raise ValueError(f"--engine: unknown rollout engine {engine!r}; known: {', '.join(engine_names())}")
@@ -79,9 +110,10 @@ def evaluate_model(
     built = build_engine(engine, model, tokenizer, **(engine_options or {}))
     with progress_bar(len(tasks), "eval", enabled=progress) as bar:
         return evaluate_tasks(
-            built, tokenizer, tasks, Scoring(verifier), samples=samples, ks=ks, temperature=temperature,
+            built, tokenizer, tasks, Scoring(verifier, options), samples=samples, ks=ks, temperature=temperature,
             max_new_tokens=max_new_tokens, seed=seed, out=out, tasks_out=tasks_out,
             extra={"temperature": temperature, "model": str(model_path), "data": data, "seed": seed,
-                   "max_new_tokens": max_new_tokens, "engine": engine},
+                   "max_new_tokens": max_new_tokens, "engine": engine, "verifier": verifier,
+                   "verifier_source": verifier_source},
             on_chunk=lambda n: [bar.advance() for _ in range(n)],
         )

@@ -37,7 +37,7 @@ def _new_axes(title: str, xlabel: str, ylabel: str):
 def _save(figure: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
+    figure.savefig(path, format="png", bbox_inches="tight")  # keeps a legend placed outside the axes
     return path
 
 
@@ -107,5 +107,6 @@ def plot_pass_at_k_curves(
         k = ticks[0]
         axes.set_xlim(k / math.sqrt(2), k * math.sqrt(2))
     axes.set_ylim(0.0, 1.02)
-    axes.legend(loc="lower right", fontsize="small")
+    # outside the axes, below them: pass@k curves rise into every corner, so a legend inside covers some of them
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize="small", frameon=False)
     return _save(figure, path)

@@ -16,6 +16,7 @@ import html
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ class TrainingChart:
     ylabel: str
     keys: tuple[str, ...] = ()
     key_prefix: str | None = None  # plot every metric whose key starts with this, instead of ``keys``
+    cumulative: bool = False  # the metrics are running totals; the chart shows each step's increment
 
 
 # The charts of metrics.jsonl, in page order. A chart whose metrics are all absent is left out.
@@ -43,7 +45,8 @@ TRAINING_CHARTS = (
     TrainingChart("response_len_mean", "Mean response length", "tokens", keys=("response_len_mean",)),
     TrainingChart("kl", "KL divergence to the reference policy", "KL", keys=("kl",)),
     TrainingChart("clip_frac", "Fraction of tokens clipped", "fraction", keys=("clip_frac",)),
-    TrainingChart("reward_failures", "Reward-runner failures per step", "count", keys=("reward_timeouts", "reward_errors")),
+    TrainingChart("reward_failures", "Reward-runner failures per step", "count", keys=("reward_timeouts", "reward_errors"),
+                  cumulative=True),
     TrainingChart("loss", "Loss", "loss", keys=("loss",)),
     TrainingChart("grad_norm", "Gradient norm (before clipping)", "norm", keys=("grad_norm",)),
     TrainingChart("lr", "Learning rate", "lr", keys=("lr",)),
@@ -70,6 +73,11 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[flo
     return [s for s, _ in points], [v for _, v in points]
 
 
+def per_step(totals: list[float]) -> list[float]:
+    """Increments of a running total (the first value is its own increment)."""
+    return [b - a for a, b in zip([0.0] + totals[:-1], totals)]
+
+
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "chart"
 
@@ -82,6 +90,8 @@ def _training_charts(rows: list[dict[str, Any]], out_dir: Path) -> list[Rendered
         if not keys:
             continue
         series = {key: _series(rows, key) for key in keys}
+        if spec.cumulative:  # the metrics are running totals: plot what each step added
+            series = {key: (steps, per_step(values)) for key, (steps, values) in series.items()}
         bands = {}
         if spec.name == "reward_mean":
             # The std band is drawn only when every plotted step has one, so the line never loses points for it.
@@ -115,9 +125,14 @@ def _is_summary(data: Any) -> bool:
     return isinstance(data, dict) and not _is_comparison(data) and any(_is_metric_entry(v) for v in data.values())
 
 
-def _load_eval_files(eval_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+def _load_eval_files(eval_dir: Path, extra: Sequence[str | Path] = ()) -> list[tuple[Path, dict[str, Any]]]:
     loaded = []
-    for path in sorted(eval_dir.glob("*.json")) if eval_dir.is_dir() else []:
+    paths = sorted(eval_dir.glob("*.json")) if eval_dir.is_dir() else []
+    for path in map(Path, extra):
+        if not path.is_file():
+            raise FileNotFoundError(f"--eval {path}: no such file (expected an `rlvr eval --out` summary or comparison)")
+        paths.append(path)
+    for path in paths:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
@@ -254,8 +269,9 @@ def _steps_fact(rows: list[dict[str, Any]]) -> str:
     return f'<p class="facts">{text}.</p>'
 
 
-def write_run_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, eval_files: Sequence[str | Path] = ()) -> Path:
     """Write ``report.html`` and its PNG charts into ``out`` (default RUN_DIR/report/); return the HTML path.
+    ``eval_files`` adds `rlvr eval --out` summaries or comparisons written outside RUN_DIR/eval.
 
     Raises FileNotFoundError when ``run_dir`` does not exist or has neither metrics.jsonl nor eval/*.json, and
     ValueError when metrics.jsonl is empty (and there are no eval files) or a file is not valid JSON.
@@ -265,7 +281,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None) -> Path
         raise FileNotFoundError(f"run directory not found: {run_dir}")
     out_dir = Path(out) if out is not None else run_dir / "report"
     metrics_path = run_dir / "metrics.jsonl"
-    eval_files = _load_eval_files(run_dir / "eval")
+    eval_files = _load_eval_files(run_dir / "eval", eval_files)
 
     rows: list[dict[str, Any]] = []
     if metrics_path.is_file():

@@ -29,6 +29,7 @@ def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, se
         maj = task_majority(r.verdicts, ks, equivalence_for(name, options), seed=seed)
         rows.append({
             "task_id": r.task_id,
+            "verifier": name,
             "n": n,
             "correct": r.n_correct,
             **{f"pass@{k}": pass_at_k(n, r.n_correct, k) for k in ks},

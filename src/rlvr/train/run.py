@@ -28,7 +28,7 @@ from rlvr.train.metrics import MetricsLog
 from rlvr.train.parts import PartContext, build_parts
 from rlvr.verifiers import default_runner
 from rlvr.verifiers.compose import parse_spec
-from rlvr.verifiers.registry import get_verifier
+from rlvr.verifiers.registry import UnknownVerifierError, get_verifier
 
 
 def seed_everything(seed: int) -> None:
@@ -37,10 +37,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def check_verifiers(tasks: list[Task], default: str) -> None:
-    """Fail before any work when a task (or the default) names a verifier nobody registered."""
-    for name in sorted({task.verifier or default for task in tasks}):
-        get_verifier(name)
+def check_verifiers(tasks: list[Task], default: str, source: str | None = None) -> None:
+    """Fail before any work when a task (or the default) names a verifier nobody registered; the message names the
+    data source and the first task (for JSONL rows without an id, its file:line) that names it."""
+    get_verifier(default)
+    for task in tasks:
+        if task.verifier:
+            try:
+                get_verifier(task.verifier)
+            except UnknownVerifierError as exc:
+                raise ValueError(f"{source or 'data'}: task {task.id}: field 'verifier': {exc}") from None
 
 
 def reward_spec(cfg: Config):
@@ -154,7 +160,7 @@ class TrainingRun:
             torch.set_num_threads(cfg.train.threads)
         seed_everything(cfg.train.seed)
         self.tasks = load_tasks(cfg.data.train, prompt_field=cfg.data.prompt_field, reference_field=cfg.data.reference_field)
-        check_verifiers(self.tasks, cfg.data.verifier)
+        check_verifiers(self.tasks, cfg.data.verifier, cfg.data.train)
         spec = reward_spec(cfg)
         for term in spec.verifier_terms() if spec else []:
             if not term.uses_task_verifier:
@@ -164,7 +170,7 @@ class TrainingRun:
         if cfg.train.eval_every:
             self.eval_tasks = load_tasks(cfg.data.eval, prompt_field=cfg.data.prompt_field,
                                          reference_field=cfg.data.reference_field)[: cfg.data.eval_size or None]
-            check_verifiers(self.eval_tasks, cfg.data.verifier)
+            check_verifiers(self.eval_tasks, cfg.data.verifier, cfg.data.eval)
 
         prepare_run_dir(cfg, resume)
         resolve_device(cfg.model.device)
@@ -267,6 +273,7 @@ class TrainingRun:
         temperature = 0.0 if samples == 1 else cfg.rollout.temperature
         was_training = self.model.training
         self.model.eval()
+        counted_before = self.reward_runner.stats()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.train.seed * 1_000_003 + step)
             summary = evaluate_tasks(
@@ -277,6 +284,10 @@ class TrainingRun:
                 extra={"step": step, "data": cfg.data.eval, "temperature": temperature},
             )
         self.model.train(was_training)
+        # the reward-runner counters are the training rewards' health: what evaluation scored is not counted there
+        counted_after = self.reward_runner.stats()
+        for key in ("timeouts", "errors", "worker_restarts"):
+            self.runner_before[key] = self.runner_before.get(key, 0) - (int(counted_after[key]) - int(counted_before[key]))
         return {f"eval/{key}": value["value"] for key, value in summary.items() if isinstance(value, dict)}
 
     def saves_at(self, step: int) -> bool:
