@@ -254,3 +254,45 @@ def test_the_report_plots_failures_per_step_not_running_totals():
     from rlvr.eval.run_report import per_step
 
     assert per_step([0, 2, 2, 5]) == [0, 2, 0, 3]
+
+
+# ------------------------------------------------------------------------------------ prompt limits, stop strings
+
+
+def test_prompt_limit_errors_naming_the_task_or_truncates_and_logs(tiny_model_dir, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "1+1=", "reference": "2"}\n{"prompt": "' + "9+" * 40 + '1=", "reference": "361"}\n')
+    cfg = _cfg(tiny_model_dir, tmp_path / "a", steps=1)
+    cfg.data.train, cfg.data.shuffle, cfg.data.prompts_per_step = str(data), False, 2
+    cfg.rollout.max_prompt_tokens = 20
+    with pytest.raises(ValueError, match=r"task d.jsonl:2: the prompt has \d+ tokens, over rollout.max_prompt_tokens=20"):
+        train(cfg)
+    cfg.train.out, cfg.rollout.prompt_overflow = str(tmp_path / "b"), "truncate_left"
+    rows = read_metrics(train(cfg))
+    assert rows[0]["prompt_truncated_frac"] == 0.5
+
+
+def test_stop_strings_end_responses(tiny):
+    from rlvr.models import encode_prompt
+    from rlvr.rollout import SamplingParams, make_engine
+    from rlvr.rollout.episodes import PromptPolicy, Scoring, generate_and_score
+    from rlvr.tasks import Task
+
+    model, tokenizer = tiny
+    torch.manual_seed(0)
+    tasks = [Task(f"{i}+{i}=", str(2 * i), str(i)) for i in range(6)]
+    params = SamplingParams(n=2, max_new_tokens=12)
+    plain = generate_and_score(make_engine("hf", model, tokenizer), tokenizer, tasks, params, Scoring("exact"))
+    stop = plain.responses[0][2:4] or plain.responses[0][:1]
+    torch.manual_seed(0)
+    cut = generate_and_score(make_engine("hf", model, tokenizer), tokenizer, tasks, params, Scoring("exact"),
+                             prompts=PromptPolicy(stop=(stop,)))
+    assert cut.metrics["stopped_frac"] > 0
+    for full, text, mask, ids in zip(plain.responses, cut.responses, cut.batch.response_mask, cut.batch.response_ids):
+        if stop in full:
+            assert text == full[: full.find(stop)]
+            kept = tokenizer.decode(ids[: int(mask.sum())].tolist(), skip_special_tokens=True)
+            assert stop in kept and stop not in kept[:-1] if kept.endswith(stop) else stop in kept
+        else:
+            assert text == full
+    assert encode_prompt(tokenizer, "1+1=")  # the tokenizer round trip the test relies on

@@ -57,6 +57,9 @@ class RolloutConfig:
     top_k: int = 0  # top-k sampling (0 = off)
     batch_size: int = 0  # max sequences per generation call (0 = all at once)
     engine_options: dict = field(default_factory=dict)  # keyword options for the engine's factory
+    max_prompt_tokens: int | None = None  # longest prompt in tokens (None = no limit)
+    prompt_overflow: str = "error"  # a longer prompt: "error" (naming the task) or "truncate_left" (keep its end)
+    stop: list = field(default_factory=list)  # stop strings: a response ends after the first one it contains
 
 
 @dataclass
@@ -166,6 +169,9 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "rollout.top_p": (lambda v: 0 < v <= 1, "0 < top_p <= 1"),
     "rollout.top_k": (lambda v: v >= 0, ">= 0 (0 = off)"),
     "rollout.batch_size": (lambda v: v >= 0, ">= 0 (0 = all)"),
+    "rollout.max_prompt_tokens": (lambda v: v >= 1, "null or >= 1"),
+    "rollout.prompt_overflow": _one_of("error", "truncate_left"),
+    "rollout.stop": (lambda v: all(isinstance(x, str) and x for x in v), "a list of non-empty strings"),
     "algo.clip_low": (lambda v: v >= 0, ">= 0"),
     "algo.clip_high": (lambda v: v >= 0, ">= 0"),
     "algo.dual_clip": (lambda v: v > 1, "null or > 1"),

@@ -13,17 +13,17 @@ from rlvr.eval.sampling import sample_tasks
 from rlvr.eval.summary import check_ks, evaluate_results, write_summary
 from rlvr.jsonl import write_jsonl
 from rlvr.rollout import RolloutEngine, build_engine
-from rlvr.rollout.episodes import Scoring
+from rlvr.rollout.episodes import PromptPolicy, Scoring
 
 
 def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scoring, *, samples: int, ks: Sequence[int],
                    temperature: float, max_new_tokens: int, seed: int = 0, out: str | Path | None = None,
                    tasks_out: str | Path | None = None, extra: dict[str, Any] | None = None,
-                   on_chunk=None) -> dict[str, Any]:
+                   on_chunk=None, prompts: PromptPolicy | None = None) -> dict[str, Any]:
     """Sample and score ``samples`` responses per task with ``engine``; the summary (plus ``extra``), written to
     ``out`` with the per-task rows beside it (or to ``tasks_out``) when given."""
     results = sample_tasks(engine, tokenizer, tasks, scoring, samples=samples, temperature=temperature,
-                           max_new_tokens=max_new_tokens, on_chunk=on_chunk)
+                           max_new_tokens=max_new_tokens, on_chunk=on_chunk, prompts=prompts)
     verdicts = [v for r in results for v in r.verdicts]
     if verdicts and all(v.status.value in ("undecidable", "error") for v in verdicts):
         reasons = sorted({v.reason for v in verdicts})[:3]

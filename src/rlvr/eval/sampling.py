@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rlvr.eval.passk import pass_at_k
 from rlvr.rollout import RolloutEngine, SamplingParams, build_engine
-from rlvr.rollout.episodes import Scoring, generate_and_score
+from rlvr.rollout.episodes import PromptPolicy, Scoring, generate_and_score
 from rlvr.tasks.base import Task
 from rlvr.verifiers import Verdict
 
@@ -37,6 +37,7 @@ def sample_tasks(
     temperature: float = 0.0,
     batch_prompts: int = 64,
     on_chunk: Callable[[int], None] | None = None,
+    prompts: PromptPolicy | None = None,
 ) -> list[TaskResult]:
     """``samples`` responses per task from ``engine`` (greedy when temperature is 0), each with its verdict.
     ``on_chunk(n)`` is called after every batch of n tasks (a progress bar)."""
@@ -44,7 +45,7 @@ def sample_tasks(
     results = []
     for start in range(0, len(tasks), batch_prompts):
         chunk = tasks[start:start + batch_prompts]
-        scored = generate_and_score(engine, tokenizer, chunk, params, scoring)
+        scored = generate_and_score(engine, tokenizer, chunk, params, scoring, prompts=prompts)
         lengths = scored.batch.response_mask.sum(dim=1).tolist()
         for i, t in enumerate(chunk):
             rows = slice(i * samples, (i + 1) * samples)

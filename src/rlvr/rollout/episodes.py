@@ -24,6 +24,22 @@ from rlvr.verifiers.compose import RewardSpec, Term, compose
 
 
 @dataclass(frozen=True)
+class PromptPolicy:
+    """What happens to prompts and responses around the engine: prompts longer than ``max_tokens`` raise an error
+    naming the task (``overflow="error"``) or keep their last ``max_tokens`` tokens (``"truncate_left"``); a
+    response is cut after the first of the ``stop`` strings it contains (the text given to the verifier ends
+    before it; the tokens that spelled it stay in the response)."""
+
+    max_tokens: int | None = None
+    overflow: str = "error"
+    stop: tuple[str, ...] = ()
+
+
+class PromptTooLong(ValueError):
+    """A prompt over rollout.max_prompt_tokens with rollout.prompt_overflow=error."""
+
+
+@dataclass(frozen=True)
 class Scoring:
     """How samples are scored: the default verifier and options for tasks that name none, and an optional
     composed reward."""
@@ -43,6 +59,7 @@ class ScoredSamples:
     verdicts: list[Verdict]  # the task verifier's verdicts (with reward.terms: its term's, else the first term's)
     rewards: list[float]  # the composed reward (the task verifier's score without reward.terms)
     components: dict[str, list[float]] = field(default_factory=dict)  # each composed term's (gated) score
+    metrics: dict[str, float] = field(default_factory=dict)  # prompt_truncated_frac, stopped_frac
 
     def select(self, rows: list[int], batch: RolloutBatch) -> ScoredSamples:
         return ScoredSamples(batch, [self.tasks[i] for i in rows], [self.responses[i] for i in rows],
@@ -69,17 +86,67 @@ def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term 
     return score_batch(score_requests(tasks, responses, scoring, term))
 
 
+def fit_prompts(prompts: list[list[int]], tasks: list[Task], policy: PromptPolicy) -> tuple[list[list[int]], int]:
+    """Prompts within ``policy.max_tokens`` (see PromptPolicy) and how many were truncated."""
+    limit = policy.max_tokens
+    if limit is None:
+        return prompts, 0
+    fitted, truncated = [], 0
+    for ids, task in zip(prompts, tasks):
+        if len(ids) > limit:
+            if policy.overflow == "error":
+                raise PromptTooLong(f"task {task.id}: the prompt has {len(ids)} tokens, over rollout.max_prompt_tokens="
+                                    f"{limit} (raise it, or set rollout.prompt_overflow=truncate_left)")
+            ids, truncated = ids[-limit:], truncated + 1
+        fitted.append(ids)
+    return fitted, truncated
+
+
+def cut_at_stop(batch: RolloutBatch, tokenizer, responses: list[str], stop: tuple[str, ...]) -> int:
+    """Cut each response after the first stop string it contains: the text ends before the stop string, the
+    masks end with the token that completed it, and the row no longer counts as truncated. Returns how many rows
+    were cut. Engine-agnostic: works on any engine's batch after generation."""
+    if not stop:
+        return 0
+    cut = 0
+    for i, text in enumerate(responses):
+        found = [(text.find(s), s) for s in stop if s and s in text]
+        if not found:
+            continue
+        at, word = min(found)
+        ids = batch.response_ids[i, : int(batch.response_mask[i].sum())].tolist()
+        low, high = 1, len(ids)  # the fewest tokens whose text holds the stop string (containment only grows)
+        while low < high:
+            mid = (low + high) // 2
+            if word in tokenizer.decode(ids[:mid], skip_special_tokens=True):
+                high = mid
+            else:
+                low = mid + 1
+        for name in ("response_mask", "loss_mask", "logprobs", "entropy"):
+            tensor = getattr(batch, name)
+            if tensor is not None:
+                tensor[i, low:] = 0
+        batch.truncated[i] = False
+        responses[i] = text[:at]
+        cut += 1
+    return cut
+
+
 def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], params: SamplingParams, scoring: Scoring,
-                       *, step: int = 0) -> ScoredSamples:
+                       *, step: int = 0, prompts: PromptPolicy | None = None) -> ScoredSamples:
     """``params.n`` samples per task from the engine, decoded and scored."""
-    with torch.inference_mode():
-        batch = engine.generate([encode_prompt(tokenizer, t.prompt) for t in tasks], params)
+    policy = prompts or PromptPolicy()
+    encoded, truncated = fit_prompts([encode_prompt(tokenizer, t.prompt) for t in tasks], tasks, policy)
+    with torch.no_grad():  # not inference_mode: the batch's tensors are trained on and edited afterwards
+        batch = engine.generate(encoded, params)
     responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
+    stopped = cut_at_stop(batch, tokenizer, responses, policy.stop)
+    metrics = {"prompt_truncated_frac": truncated / max(len(tasks), 1), "stopped_frac": stopped / max(len(responses), 1)}
     row_tasks = [t for t in tasks for _ in range(params.n)]
     spec = scoring.spec
     if spec is None:
         verdicts = score(row_tasks, responses, scoring)
-        return ScoredSamples(batch, row_tasks, responses, verdicts, [v.score for v in verdicts])
+        return ScoredSamples(batch, row_tasks, responses, verdicts, [v.score for v in verdicts], metrics=metrics)
     by_term = {term.name: score(row_tasks, responses, scoring, term) for term in spec.verifier_terms()}
     task_term = next((t.name for t in spec.verifier_terms() if t.uses_task_verifier), next(iter(by_term), None))
     verdicts = by_term[task_term] if task_term else score(row_tasks, responses, scoring)
@@ -88,4 +155,4 @@ def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], para
         lengths=batch.response_mask.sum(-1).tolist(), max_len=params.max_new_tokens,
         groups=batch.group_index.tolist(), step=step,
     )
-    return ScoredSamples(batch, row_tasks, responses, verdicts, composed.total, composed.components)
+    return ScoredSamples(batch, row_tasks, responses, verdicts, composed.total, composed.components, metrics)

@@ -32,11 +32,13 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             samples, collected = collect_rollouts(
                 run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
+                prompt_policy=run.prompt_policy,
             )
             rewards = torch.tensor(samples.rewards, dtype=torch.float32, device=samples.batch.response_ids.device)
             baseline = None
             if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
-                baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step)
+                baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step,
+                                           run.prompt_policy)
             # 2-3. once per batch: old / reference log-probs and values, reward shaping by the parts, advantages
             exp = prepare_experience(run.model, samples.batch, rewards, run.parts, cfg, reference=run.reference,
                                      engine_logprobs_serve=run.engine_logprobs_serve, baseline_rewards=baseline)

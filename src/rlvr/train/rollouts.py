@@ -8,18 +8,19 @@ import torch
 from rlvr.algos import filters
 from rlvr.rollout import SamplingParams
 from rlvr.rollout.base import concat_batches, select_rows
-from rlvr.rollout.episodes import Scoring, ScoredSamples, generate_and_score
+from rlvr.rollout.episodes import PromptPolicy, Scoring, ScoredSamples, generate_and_score
 from rlvr.tasks import PromptSampler
 
 
 def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: SamplingParams, scoring: Scoring, *,
-                     prompts: int, dynamic_sampling: bool, max_rounds: int, step: int = 0) -> tuple[ScoredSamples, dict]:
+                     prompts: int, dynamic_sampling: bool, max_rounds: int, step: int = 0,
+                     prompt_policy: PromptPolicy | None = None) -> tuple[ScoredSamples, dict]:
     """``prompts`` prompts x params.n responses, and metrics of the collection. With DAPO dynamic sampling (Yu et al.,
     2025, Eq. 11), keep only groups whose rewards differ and sample more rounds until the step holds ``prompts``
     such groups or ``max_rounds`` rounds were spent (logged as "dynamic_sampling_cap_hit")."""
-    first = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step)
+    first = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step, prompts=prompt_policy)
     if not dynamic_sampling:
-        return first, {"sampling_rounds": 1}
+        return first, {"sampling_rounds": 1, **first.metrics}
     kept: list[ScoredSamples] = []
     n_kept, rounds, current = 0, 1, first
     while True:
@@ -32,10 +33,11 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
             n_kept += groups.numel()
         if n_kept >= prompts or rounds >= max_rounds:
             break
-        current = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step)
+        current = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step,
+                                     prompts=prompt_policy)
         rounds += 1
     metrics = {"sampling_rounds": rounds, "dynamic_sampling_cap_hit": int(n_kept < prompts),
-               "informative_groups": n_kept}
+               "informative_groups": n_kept, **first.metrics}
     if not kept:  # no group had mixed rewards: train on the first round (outcome advantages are 0 there)
         return first, metrics
     merged = ScoredSamples(
@@ -47,13 +49,14 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
 
 
 def greedy_baseline(engine, tokenizer, samples: ScoredSamples, params: SamplingParams, scoring: Scoring,
-                    step: int) -> torch.Tensor:
+                    step: int, prompt_policy: PromptPolicy | None = None) -> torch.Tensor:
     """ReMax's baseline (Li et al., 2023): the reward of a greedy response to each row's prompt."""
     group = samples.batch.group_index
     firsts = [int((group == g).nonzero()[0]) for g in torch.unique(group, sorted=True)]
     greedy = generate_and_score(
         engine, tokenizer, [samples.tasks[i] for i in firsts],
         SamplingParams(n=1, max_new_tokens=params.max_new_tokens, temperature=0.0), scoring, step=step,
+        prompts=prompt_policy,
     )
     per_group = torch.tensor(greedy.rewards, device=group.device)
     return per_group[torch.searchsorted(torch.unique(group, sorted=True), group)]

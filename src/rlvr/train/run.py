@@ -17,7 +17,7 @@ import torch
 from rlvr.config import Config, save_config
 from rlvr.models import load_model, resolve_device
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
-from rlvr.rollout.episodes import Scoring
+from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import PromptSampler, Task, load_tasks
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
@@ -166,6 +166,7 @@ class TrainingRun:
             if not term.uses_task_verifier:
                 get_verifier(term.verifier)
         self.scoring = Scoring(cfg.data.verifier, dict(cfg.data.verifier_options), spec)
+        self.prompt_policy = PromptPolicy(cfg.rollout.max_prompt_tokens, cfg.rollout.prompt_overflow, tuple(cfg.rollout.stop))
         self.eval_tasks = None
         if cfg.train.eval_every:
             self.eval_tasks = load_tasks(cfg.data.eval, prompt_field=cfg.data.prompt_field,
@@ -280,7 +281,7 @@ class TrainingRun:
                 self.engine, self.tokenizer, self.eval_tasks, Scoring(cfg.data.verifier, dict(cfg.data.verifier_options)),
                 samples=samples, ks=sorted({1, samples}), temperature=temperature,
                 max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed,
-                out=self.dir / "eval" / f"step-{step}.json",
+                out=self.dir / "eval" / f"step-{step}.json", prompts=self.prompt_policy,
                 extra={"step": step, "data": cfg.data.eval, "temperature": temperature},
             )
         self.model.train(was_training)
