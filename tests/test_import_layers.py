@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "config": 5,
     "eval": 6,
     "train": 7,
-    "demo": 8,
+    "demo": 8, "serve": 8, "audit": 8,
     "cli": 9, "__main__": 9,
 }
 

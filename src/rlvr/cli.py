@@ -124,6 +124,14 @@ def _cmd_recipes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from rlvr.serve import RewardService, serve
+
+    service = RewardService.from_config(args.config) if args.config else RewardService(args.verifier or "exact")
+    serve(service, args.host, args.port, max_rows=args.max_rows, max_connections=args.max_connections)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
@@ -180,6 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", help="run directory holding metrics.jsonl, config.yaml and/or eval/*.json")
     rep.add_argument("--out", help="directory for report.html and its PNGs (default: RUN_DIR/report)")
     rep.set_defaults(func=_cmd_report)
+
+    srv = sub.add_parser("serve", help="an HTTP reward server (OpenRLHF's POST /get_reward, POST /score, GET /health)")
+    which = srv.add_mutually_exclusive_group()
+    which.add_argument("--verifier", help="score every row with this verifier (default: exact)")
+    which.add_argument("--config", help="YAML config: data.verifier and a composed reward under reward.terms")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, required=True)
+    srv.add_argument("--max-rows", type=int, default=4096, help="rows a request may carry")
+    srv.add_argument("--max-connections", type=int, default=64, help="open connections; more get 503 at once")
+    srv.set_defaults(func=_cmd_serve)
     return parser
 
 
