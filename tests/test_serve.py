@@ -220,3 +220,16 @@ def test_cli_serve_runs_and_answers(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_verl_snippet_in_the_docs_scores_through_the_server(server_for, monkeypatch):
+    import re
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "rewards.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", docs, re.S) if "def compute_score" in b)
+    namespace = {}
+    exec(block, namespace)
+    server = server_for(RewardService("math"))
+    monkeypatch.setenv("RLVR_REWARD_URL", server.url)
+    assert namespace["compute_score"]("x", "so \\boxed{12}", "12") == 1.0
+    assert namespace["compute_score"]("x", "so \\boxed{13}", "12") == 0.0

@@ -335,7 +335,11 @@ class RewardHandler(BaseHTTPRequestHandler):
             raise ProtocolError(f"request body is not JSON: {str(exc)[:200]}") from None
 
     def _reply(self, code: int, payload: dict[str, Any], path: str, rows: int, t0: float) -> None:
-        data = json.dumps(payload, allow_nan=False, default=str).encode()
+        try:
+            data = json.dumps(payload, allow_nan=False, default=str).encode()
+        except ValueError:  # a non-finite number from a reward: strict JSON has no spelling for it
+            code, data = 500, b'{"error": "a reward was not a finite number"}'
+
         try:
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

@@ -40,8 +40,9 @@ _META = re.compile(
     r"(\b(?:grader|judge|evaluator|reviewer|verifier)s?\b.{0,80}\b(?:correct|full\s+(?:marks|credit|score)|pass|accept)"
     r"|\b(?:give|award|assign)\s+(?:me\s+|this\s+)?(?:full\s+(?:marks|credit|score)|a\s+(?:score|reward)\s+of)"
     r"|\bignore\s+(?:all\s+|any\s+)?(?:previous|prior|above|the)\s+(?:instructions|rules|reference)"
-    r"|\b(?:this|the|my)\s+(?:answer|response|solution)\s+(?:above\s+)?(?:is|was)\s+(?:correct|right|perfect)\s*[.!]?\s*$"
-    r"|\bverdict\s*[:=]\s*(?:correct|yes|pass)\b|\bscore\s*[:=]\s*(?:10|1\.0|100)\b)",
+    r"|\b(?:(?:this|my)\s+(?:answer|response|solution)|the\s+(?:answer|response|solution)\s+above)\s+"
+    r"(?:is|was)\s+(?:correct|right|perfect)\s*[.!]?\s*$"
+    r"|\bverdict\s*[:=]\s*(?:correct|yes|pass)\b)",
     re.IGNORECASE | re.DOTALL,
 )
 _MIN_CONTENT_CHARS = 1  # letters or digits a response must have outside openers
