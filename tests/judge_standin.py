@@ -27,7 +27,8 @@ def reference_in_response(messages):
 
 class ScriptedJudgeServer_standin:
     """``reply(messages) -> str`` answers each request; ``script`` (a list) is consumed first, one item per
-    request: ("status", code), ("sleep", seconds) then the reply, ("text", str), ("raw", bytes)."""
+    request: ("status", code), ("sleep", seconds) then the reply, ("text", str), ("raw", bytes), ("drip", bytes,
+    seconds per byte)."""
 
     def __init__(self, reply: Callable = accept_all, script: list | None = None):
         self.reply, self.script = reply, list(script or [])
@@ -60,6 +61,20 @@ class ScriptedJudgeServer_standin:
                     time.sleep(action[1])
                 if action and action[0] == "raw":
                     return self._send(200, action[1])
+                if action and action[0] == "drip":  # the body, one byte every action[2] seconds
+                    payload, pause = action[1], action[2]
+                    try:
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(payload)))
+                        self.end_headers()
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(pause)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 text = action[1] if action and action[0] == "text" else owner.reply(body["messages"])
                 out = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
                        "choices": [{"index": 0, "finish_reason": "stop",

@@ -4,6 +4,7 @@ through the official openai client (retries, deadlines, cache, concurrency limit
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 
 import pytest
@@ -128,6 +129,21 @@ def test_broken_or_messy_replies_are_verdicts(action, status):
     with ScriptedJudgeServer_standin(accept_all, script=[action] * 5) as server:
         v = judge("x = 4", "4", base_url=server.base_url, model=f"m-broken-{status}", max_retries=1, backoff_s=0.01)
         assert v.status.value == status
+
+
+def test_an_oversized_reply_is_an_error_not_a_download():
+    huge = b'{"choices": [{"message": {"content": "' + b"x" * (3 * 2**20) + b'"}}]}'
+    with ScriptedJudgeServer_standin(accept_all, script=[("raw", huge)]) as server:
+        v = judge("x = 4", "4", base_url=server.base_url, model="m-huge", max_reply_bytes=2**20, max_retries=0)
+        assert (v.status.value, v.reason) == ("error", "judge_error") and "larger than" in v.details["error"]
+
+
+def test_a_reply_dripped_byte_by_byte_stops_at_the_deadline():
+    body = json.dumps({"choices": [{"message": {"content": "VERDICT: CORRECT"}}]}).encode()
+    with ScriptedJudgeServer_standin(accept_all, script=[("drip", body, 0.05)] * 3) as server:
+        t0 = time.monotonic()
+        v = judge("x = 4", "4", base_url=server.base_url, model="m-drip", timeout_s=1.0, backoff_s=0.01)
+        assert v.status.value == "timeout" and time.monotonic() - t0 < 2.5, (v, time.monotonic() - t0)
 
 
 def test_cache_answers_identical_requests_once():

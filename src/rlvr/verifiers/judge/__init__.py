@@ -15,7 +15,8 @@ Options (all optional except where the environment does not give them):
 - prechecks (True): stop empty answers, bare openers, refusals and grader-directed talk before calling the judge
   (precheck.py); the verdict is "incorrect" with reason "precheck_<why>".
 - timeout_s (30): the whole budget of the call, retries and waiting for a slot included.
-- max_concurrency (8), max_retries (3), backoff_s (0.5), max_tokens (512), temperature (0.0), cache (True).
+- max_concurrency (8), max_retries (3), backoff_s (0.5), max_tokens (512), temperature (0.0), cache (True),
+  max_reply_bytes (4 MiB: a bigger reply body is an error, read no further).
 
 Verdicts: "correct" / "incorrect" (reason "judge_correct" / "judge_incorrect"), "partial" for a graded score
 between 0 and 1 ("judge_score"), "undecidable" when the reply cannot be parsed ("unparsable_judgement"),
@@ -39,7 +40,7 @@ from rlvr.verifiers.judge.prompts import build_messages, question_of
 from rlvr.verifiers.registry import register_verifier
 
 BASE_URL_ENV, MODEL_ENV = "RLVR_JUDGE_BASE_URL", "RLVR_JUDGE_MODEL"
-_CLIENT_SETTINGS = ("max_concurrency", "max_retries", "backoff_s", "max_tokens", "temperature")
+_CLIENT_SETTINGS = ("max_concurrency", "max_retries", "backoff_s", "max_tokens", "temperature", "max_reply_bytes")
 
 
 def judge_client(base_url: str | None = None, model: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",

@@ -7,7 +7,8 @@ backoff, a concurrency limit, a reply cache and metrics.
 
 Every call has one wall-clock deadline that covers waiting for a slot, every attempt and every backoff; nothing
 a server does can hold the caller past it. Retried: connection errors, timeouts, 429 and 5xx replies. Not retried:
-other 4xx replies (a wrong model name or key does not get better). The reply text is cut to ``max_reply_chars``.
+other 4xx replies (a wrong model name or key does not get better). A reply body over ``max_reply_bytes`` is an error
+(it is read in chunks and dropped at the cap); the reply text is cut to ``max_reply_chars``.
 """
 
 from __future__ import annotations
@@ -59,14 +60,14 @@ class JudgeClient:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, max_concurrency: int = 8,
                  max_retries: int = 3, backoff_s: float = 0.5, max_tokens: int = 512, temperature: float = 0.0,
-                 cache_size: int = 4096, max_reply_chars: int = 64_000):
+                 cache_size: int = 4096, max_reply_chars: int = 64_000, max_reply_bytes: int = 4 * 2**20):
         openai = _openai()
         if not base_url or not model:
             raise ValueError("a judge needs base_url and model (options, or RLVR_JUDGE_BASE_URL / RLVR_JUDGE_MODEL)")
         self.base_url, self.model = base_url, model
         self.max_retries, self.backoff_s = max(0, int(max_retries)), max(0.0, float(backoff_s))
         self.max_tokens, self.temperature = int(max_tokens), float(temperature)
-        self.max_reply_chars = int(max_reply_chars)
+        self.max_reply_chars, self.max_reply_bytes = int(max_reply_chars), int(max_reply_bytes)
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", max_retries=0, timeout=60.0)
         self._retryable = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
                            openai.InternalServerError)
@@ -131,11 +132,12 @@ class JudgeClient:
             self._count("requests")
             t0 = time.monotonic()
             try:
-                out = self._client.chat.completions.create(
-                    model=self.model, messages=messages, max_tokens=self.max_tokens,
-                    temperature=self.temperature, timeout=remaining)
+                out = self._request(messages, deadline, remaining)
             except self._retryable as exc:
                 last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            except JudgeUnavailable:
+                self._count("failures")
+                raise
             except self._status_error as exc:  # other 4xx: asking again will not help
                 self._count("failures")
                 raise JudgeUnavailable("error", f"{type(exc).__name__}: {str(exc)[:300]}", attempt) from None
@@ -148,9 +150,7 @@ class JudgeClient:
                 if text is None:
                     last_error = "reply without message content"
                 else:
-                    usage = getattr(out, "usage", None)
-                    pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-                    ct = int(getattr(usage, "completion_tokens", 0) or 0)
+                    pt, ct = _usage(out, "prompt_tokens"), _usage(out, "completion_tokens")
                     with self._lock:
                         self._latencies.append(latency)
                         self._counts["prompt_tokens"] += pt
@@ -162,6 +162,28 @@ class JudgeClient:
             self._count("retries")
             pause = self.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random() / 2)
             time.sleep(max(0.0, min(pause, deadline - time.monotonic() - 0.05)))
+
+    def _request(self, messages: list[dict[str, str]], deadline: float, remaining: float) -> dict[str, Any]:
+        """One chat-completions call, its body read in chunks so that neither its size (``max_reply_bytes``) nor
+        a server that drips it slowly can hold the caller past the deadline."""
+        with self._client.chat.completions.with_streaming_response.create(
+                model=self.model, messages=messages, max_tokens=self.max_tokens, temperature=self.temperature,
+                timeout=remaining) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_reply_bytes:
+                    raise JudgeUnavailable("error", f"judge reply larger than {self.max_reply_bytes} bytes")
+                if time.monotonic() > deadline:
+                    raise JudgeUnavailable("timeout", "judge reply still arriving at the deadline")
+                chunks.append(chunk)
+        try:
+            out = json.loads(b"".join(chunks))
+        except ValueError:
+            raise JudgeUnavailable("error", "judge reply is not JSON") from None
+        if not isinstance(out, dict):
+            raise JudgeUnavailable("error", "judge reply is not a JSON object")
+        return out
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -181,9 +203,15 @@ class JudgeClient:
             self._cache.clear()
 
 
-def _reply_text(out: Any) -> str | None:
+def _reply_text(out: dict[str, Any]) -> str | None:
     try:
-        content = out.choices[0].message.content
-    except (AttributeError, IndexError, TypeError):
+        content = out["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
         return None
     return content if isinstance(content, str) else None
+
+
+def _usage(out: dict[str, Any], key: str) -> int:
+    usage = out.get("usage")
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
