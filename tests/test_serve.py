@@ -233,3 +233,18 @@ def test_the_verl_snippet_in_the_docs_scores_through_the_server(server_for, monk
     monkeypatch.setenv("RLVR_REWARD_URL", server.url)
     assert namespace["compute_score"]("x", "so \\boxed{12}", "12") == 1.0
     assert namespace["compute_score"]("x", "so \\boxed{13}", "12") == 0.0
+
+
+def test_a_judge_served_from_a_config(server_for, tmp_path):
+    pytest.importorskip("openai")
+    from judge_standin import ScriptedJudgeServer_standin, reference_in_response
+
+    with ScriptedJudgeServer_standin(reference_in_response) as judge_server:
+        config = tmp_path / "judge.yaml"
+        config.write_text(f"data:\n  verifier: judge\n  verifier_options: {{base_url: '{judge_server.base_url}', "
+                          f"model: m-served, backoff_s: 0.01}}\n")
+        server = server_for(RewardService.from_config(config))
+        status, reply = post(server, "/get_reward", {"query": ["Q? It is Paris.", "Q? Lyon.", "Q? Solution:"],
+                                                     "prompts": ["Q? ", "Q? ", "Q? "], "labels": ["Paris"] * 3})
+        assert status == 200 and reply["rewards"] == [1.0, 0.0, 0.0]
+        assert len(judge_server.requests) == 2  # the bare opener never reached the judge
