@@ -117,3 +117,47 @@ def test_composed_reward_trains_and_logs_components(warm_model_dir, tmp_path):
         assert -1.0 <= overlong <= 0.0
         assert r["reward_mean"] == pytest.approx(0.1 * digits + correct + overlong, abs=1e-6)
     assert any(r["reward/correct"] > 0 for r in rows)  # the warm model answers some tasks: the gate is not stuck shut
+
+
+# L_max = 20, L_cache = 4: penalty zone (16, 20]
+SOFT_CASES = [
+    # (name, length, max_len, buffer_len, factor, expected)
+    ("below", 10, 20, 4, 1.0, 0.0),
+    ("at_boundary", 16, 20, 4, 1.0, 0.0),
+    ("inside_buffer", 17, 20, 4, 1.0, -0.25),
+    ("inside_buffer_2", 18, 20, 4, 1.0, -0.5),
+    ("at_max", 20, 20, 4, 1.0, -1.0),
+    ("beyond", 25, 20, 4, 1.0, -1.0),
+    ("factor", 18, 20, 4, 0.5, -0.25),
+    ("factor_beyond", 30, 20, 4, 2.0, -2.0),
+    ("buffer_zero_below", 10, 20, 0, 1.0, 0.0),
+    ("buffer_zero_beyond", 30, 20, 0, 1.0, 0.0),
+    ("buffer_is_max", 5, 20, 20, 1.0, -0.25),
+    ("float_length", 17.0, 20, 4, 1.0, -0.25),
+]
+
+
+@pytest.mark.parametrize("name,length,max_len,buffer_len,factor,expected", SOFT_CASES, ids=[c[0] for c in SOFT_CASES])
+def test_soft_overlong_penalty_table(name, length, max_len, buffer_len, factor, expected):
+    assert soft_overlong_penalty(length, max_len, buffer_len, factor) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("max_len,buffer_len", [(10, 11), (10, -1), (-1, 0)])
+def test_soft_overlong_penalty_bad_args(max_len, buffer_len):
+    with pytest.raises(ValueError, match="buffer_len"):
+        soft_overlong_penalty(5, max_len, buffer_len)
+
+
+def test_algo_overlong_keys_and_an_overlong_term_cannot_both_be_on():
+    with pytest.raises(ConfigError, match="overlong term"):
+        config_from_dict({"algo": {"overlong_buffer_frac": 0.2},
+                          "reward": {"terms": [{"name": "c", "verifier": "task"}, {"name": "o", "kind": "overlong"}]}})
+
+
+def test_algo_overlong_keys_become_the_overlong_term():
+    from rlvr.train.run import reward_spec
+
+    spec = reward_spec(config_from_dict({"algo": {"overlong_buffer_frac": 0.25, "overlong_penalty_factor": 0.5}}))
+    overlong = next(t for t in spec.terms if t.kind == "overlong")
+    assert (overlong.buffer_frac, overlong.penalty_factor) == (0.25, 0.5)
+    assert any(t.uses_task_verifier for t in spec.verifier_terms())

@@ -36,6 +36,7 @@ def test_rewards_doc_custom_verifier_registers():
 def test_rewards_doc_runner_script_runs(tmp_path):
     script = tmp_path / "runner_example.py"
     script.write_text(python_blocks("rewards.md")[2])
+    (tmp_path / "my_rewards.py").write_text("def my_reward(response, reference):\n    return float(reference in response)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(DOCS.parent / "src"), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr

@@ -8,7 +8,7 @@ import pytest
 from rlvr.config import ConfigError, config_from_dict, load_config
 from rlvr.demo import run_demo
 from rlvr.eval import evaluate_model
-from rlvr.rollout import HFEngine, build_engine, engine_names, register_engine
+from rlvr.rollout import HFEngine, build_engine, engine_names, register_engine, unregister_engine
 from rlvr.train import train
 from rlvr.train.metrics import read_metrics
 
@@ -39,6 +39,8 @@ class CountingEngine:
 def counting_engine():
     register_engine("test.counting")(lambda model, tokenizer, **options: CountingEngine(model, tokenizer, **options))
     yield
+    unregister_engine("test.counting")
+    unregister_engine("test.no_sync")
 
 
 @pytest.fixture(autouse=True)

@@ -76,45 +76,6 @@ def test_overlong_filter_bad_shape():
         filters.overlong_filter(torch.ones(2, 3), torch.tensor([True, False, True]))
 
 
-# ---------------------------------------------------------------- soft_overlong_penalty (DAPO Eq. 13)
-
-# L_max = 20, L_cache = 4: penalty zone (16, 20]
-SOFT_CASES = [
-    # (name, length, max_len, buffer_len, factor, expected)
-    ("below", 10, 20, 4, 1.0, 0.0),
-    ("at_boundary", 16, 20, 4, 1.0, 0.0),
-    ("inside_buffer", 17, 20, 4, 1.0, -0.25),
-    ("inside_buffer_2", 18, 20, 4, 1.0, -0.5),
-    ("at_max", 20, 20, 4, 1.0, -1.0),
-    ("beyond", 25, 20, 4, 1.0, -1.0),
-    ("factor", 18, 20, 4, 0.5, -0.25),
-    ("factor_beyond", 30, 20, 4, 2.0, -2.0),
-    ("buffer_zero_below", 10, 20, 0, 1.0, 0.0),
-    ("buffer_zero_beyond", 30, 20, 0, 1.0, 0.0),
-    ("buffer_is_max", 5, 20, 20, 1.0, -0.25),
-]
-
-
-@pytest.mark.parametrize("name,length,max_len,buffer_len,factor,expected", SOFT_CASES, ids=[c[0] for c in SOFT_CASES])
-@pytest.mark.parametrize("ldtype", [torch.long, torch.float32])
-def test_soft_overlong_penalty(name, length, max_len, buffer_len, factor, expected, ldtype):
-    out = filters.soft_overlong_penalty(torch.tensor([length], dtype=ldtype), max_len, buffer_len, factor)
-    assert out.is_floating_point()
-    assert out.shape == (1,)
-    assert out.item() == pytest.approx(expected, abs=1e-7)
-
-
-def test_soft_overlong_penalty_vector():
-    out = filters.soft_overlong_penalty(torch.tensor([0, 16, 17, 19, 20, 21]), max_len=20, buffer_len=4)
-    assert out.tolist() == pytest.approx([0.0, 0.0, -0.25, -0.75, -1.0, -1.0])
-
-
-@pytest.mark.parametrize("max_len,buffer_len", [(10, 11), (10, -1), (-1, 0)])
-def test_soft_overlong_penalty_bad_args(max_len, buffer_len):
-    with pytest.raises(ValueError, match="buffer_len|max_len"):
-        filters.soft_overlong_penalty(torch.tensor([5]), max_len, buffer_len)
-
-
 # ---------------------------------------------------------------- TIS (Yao et al., 2025)
 
 def _tis_batch(mask_dtype):

@@ -4,7 +4,6 @@ The hostile reward functions live in tests/reward_fns.py so that the spawned wor
 
 import asyncio
 import functools
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import reward_fns as rf
+from procs import alive, children, parent, still_works, wait_dead
 
 from rlvr.verifiers import (
     CallableRequest,
@@ -39,28 +39,12 @@ def runner():
         yield r
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
-def _wait_dead(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return not _alive(pid)
 
 
-def _ok(runner):
-    """The runner still works: a fresh pooled call is scored correctly."""
-    v = runner.score([C(rf.match, "ok", "ok", cache=False)])[0]
-    assert (v.score, v.status) == (1.0, Status.CORRECT), v
+
+
 
 
 # ------------------------------------------------------------------------------------------ conversions
@@ -148,7 +132,7 @@ def test_sleeping_reward_times_out_and_the_worker_is_replaced(runner):
     assert 0.9 <= elapsed < 4.0, elapsed
     stats = runner.stats()
     assert (stats["timeouts"], stats["worker_restarts"]) == (1, 1), stats
-    _ok(runner)
+    still_works(runner)
 
 
 def test_timeouts_are_not_cached(runner):
@@ -167,18 +151,18 @@ def test_memory_hog_hits_the_memory_cap(runner):
     assert (v.score, v.status, v.reason) == (0.0, Status.ERROR, "memory_limit"), v
     assert time.monotonic() - t0 < 10
     assert runner.stats()["worker_restarts"] == 1  # a worker that ran out of memory is recycled
-    _ok(runner)
+    still_works(runner)
 
 
-def test_segfault_and_hard_exit_kill_only_their_worker(runner):
-    runner.reset_stats()
-    segv, exited = runner.score([C(rf.segfault, "x", None), C(rf.hard_exit, "y", None)])
-    assert (segv.status, segv.reason) == (Status.ERROR, "worker_died"), segv
-    assert segv.details["signal"] == "SIGSEGV" and segv.details["exitcode"] == -11
-    assert (exited.status, exited.reason, exited.details["exitcode"]) == (Status.ERROR, "worker_died", 7)
-    stats = runner.stats()
-    assert (stats["worker_restarts"], stats["errors"]) == (2, 2), stats
-    _ok(runner)
+def test_segfault_and_hard_exit_kill_only_their_worker():
+    with RewardRunner(workers=2, timeout_s=5.0) as runner:  # fresh workers: each death is charged at once
+        segv, exited = runner.score([C(rf.segfault, "x", None), C(rf.hard_exit, "y", None)])
+        assert (segv.status, segv.reason) == (Status.ERROR, "worker_died"), segv
+        assert segv.details["signal"] == "SIGSEGV" and segv.details["exitcode"] == -11
+        assert (exited.status, exited.reason, exited.details["exitcode"]) == (Status.ERROR, "worker_died", 7)
+        stats = runner.stats()
+        assert (stats["worker_restarts"], stats["errors"]) == (2, 2), stats
+        still_works(runner)
 
 
 def test_timeout_kills_what_the_reward_started(runner, tmp_path):
@@ -186,7 +170,7 @@ def test_timeout_kills_what_the_reward_started(runner, tmp_path):
     v = runner.score([C(rf.grandchild_then_hang, "x", str(pid_file), {"timeout_s": 1.0})])[0]
     assert v.status == Status.TIMEOUT
     grandchild = int(pid_file.read_text())
-    assert _wait_dead(grandchild), f"grandchild {grandchild} outlived the timeout"
+    assert wait_dead(grandchild), f"grandchild {grandchild} outlived the timeout"
 
 
 def test_mixed_batch_keeps_order(runner):
@@ -220,20 +204,20 @@ def test_mixed_batch_keeps_order(runner):
         (0.0, Status.ERROR, "worker_died"),
         (1.0, Status.CORRECT, "float_reward"),
     ]
-    _ok(runner)
+    still_works(runner)
 
 
 # ---------------------------------------------------------------------------------------- routing
 
 
 def test_inline_verifiers_start_no_worker():
-    before = {p.pid for p in multiprocessing.active_children()}
+    before = children(os.getpid())
     with RewardRunner() as r:
         verdicts = r.score([S("exact", "Paris", "paris"), S("numeric", "x = 42", "42")])
         assert [v.status for v in verdicts] == [Status.CORRECT, Status.CORRECT]
         stats = r.stats()
         assert (stats["calls"], stats["inline_calls"], stats["process_calls"], stats["workers"]) == (2, 2, 0, 0)
-    assert {p.pid for p in multiprocessing.active_children()} == before
+    assert children(os.getpid()) == before
 
 
 def test_process_verifiers_run_in_a_worker_and_nest(runner):
@@ -397,12 +381,13 @@ def test_close_kills_every_worker():
     r = RewardRunner(workers=2)
     verdicts = r.score([C(rf.pid_verdict, str(i), None, {"delay": 0.3}) for i in range(4)])
     pids = {v.details["pid"] for v in verdicts}
-    assert len(pids) == 2 and all(_alive(pid) for pid in pids)
-    assert all(v.details["ppid"] == os.getpid() for v in verdicts)
+    assert len(pids) == 2 and all(alive(pid) for pid in pids)
+    keepers = {v.details["ppid"] for v in verdicts}  # each worker runs under a keeper, the runner's child
+    assert all(parent(keeper) == os.getpid() for keeper in keepers)
     r.close()
     r.close()  # idempotent
-    assert not any(_alive(pid) for pid in pids)
-    assert pids.isdisjoint(p.pid for p in multiprocessing.active_children())
+    assert not any(alive(pid) for pid in pids | keepers)
+    assert not children(os.getpid()) & keepers
     assert r.stats()["workers"] == 0
     with pytest.raises(RuntimeError, match="closed"):
         r.score([C(rf.match, "a", "a")])
@@ -453,7 +438,7 @@ def test_no_worker_outlives_the_interpreter(tmp_path):
     assert lines["after-close"] == "0"
     pids = [int(p) for p in lines["open"].split()]
     assert len(pids) == 2
-    assert all(_wait_dead(pid, 5.0) for pid in pids), pids
+    assert all(wait_dead(pid, 5.0) for pid in pids), pids
 
 
 def test_workers_start_when_the_main_script_came_from_stdin():

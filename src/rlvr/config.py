@@ -50,13 +50,13 @@ class DataConfig:
 @dataclass
 class RolloutConfig:
     engine: str = "hf"  # generation engine, by registered name (rlvr.rollout.register_engine)
-    engine_options: dict = field(default_factory=dict)  # keyword options for the engine's factory
     group_size: int = 8  # responses sampled per prompt
     max_new_tokens: int = 32  # response length limit in tokens
     temperature: float = 1.0  # sampling temperature (0 = greedy)
     top_p: float = 1.0  # nucleus sampling mass (1 = off)
     top_k: int = 0  # top-k sampling (0 = off)
     batch_size: int = 0  # max sequences per generation call (0 = all at once)
+    engine_options: dict = field(default_factory=dict)  # keyword options for the engine's factory
 
 
 @dataclass
@@ -107,8 +107,6 @@ class TrainConfig:
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # gradient clipping norm
     warmup_steps: int = 0  # linear learning-rate warmup steps
-    lr_schedule: str = "constant"  # after warm-up: constant, linear (to 0 at train.steps) or cosine (to lr_min_ratio)
-    lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
     micro_batch_size: int = 0  # sequences per backward pass (0 = whole step in one backward)
     seed: int = 0  # one seed for python, numpy, torch and the data sampler
     out: str = "runs/rlvr"  # run directory (config.yaml, metrics.jsonl, checkpoint-STEP/)
@@ -120,6 +118,8 @@ class TrainConfig:
     tensorboard: bool = False  # also write TensorBoard event files
     threads: int = 0  # torch CPU threads (0 = leave torch's default)
     progress: bool = True  # show a progress bar
+    lr_schedule: str = "constant"  # after warm-up: constant, linear (to 0 at train.steps) or cosine (to lr_min_ratio)
+    lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
 
 
 @dataclass

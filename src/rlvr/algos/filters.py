@@ -2,7 +2,8 @@
 
 Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale".
 
-Pure tensor functions: dynamic-sampling group filter, overlong filtering, soft overlong punishment.
+Pure tensor functions: dynamic-sampling group filter and overlong filtering (the soft overlong punishment is
+a reward term: rlvr.verifiers.compose.soft_overlong_penalty).
 Tensors: N responses, T = padded response length; ``index`` [N] is a long group id per response.
 """
 
@@ -48,26 +49,3 @@ def overlong_filter(response_mask: torch.Tensor, truncated: torch.Tensor) -> tor
     if response_mask.dtype == torch.bool:
         return response_mask & keep.unsqueeze(-1)
     return response_mask * keep.unsqueeze(-1).to(response_mask.dtype)
-
-
-def soft_overlong_penalty(lengths: torch.Tensor, max_len: int, buffer_len: int, factor: float = 1.0) -> torch.Tensor:
-    """Length-aware reward penalty [N] (float) added to the task reward.
-
-    DAPO Soft Overlong Punishment (Yu et al., 2025, Sec. 3.4, Eq. 13), with L_max = max_len, L_cache = buffer_len:
-        R(y) = 0                                    if |y| <= L_max - L_cache
-               ((L_max - L_cache) - |y|) / L_cache  if L_max - L_cache < |y| <= L_max
-               -1                                   if L_max < |y|
-    multiplied by ``factor``. buffer_len = 0 disables the penalty (all zeros).
-    """
-    if buffer_len < 0 or max_len < 0:
-        raise ValueError(f"max_len and buffer_len must be >= 0, got max_len={max_len}, buffer_len={buffer_len}")
-    if buffer_len > max_len:
-        raise ValueError(f"buffer_len ({buffer_len}) must be <= max_len ({max_len})")
-    dtype = lengths.dtype if lengths.is_floating_point() else torch.get_default_dtype()
-    y = lengths.to(dtype)
-    if buffer_len == 0:
-        return torch.zeros_like(y)
-    start = float(max_len - buffer_len)
-    inside = (start - y) / float(buffer_len)
-    pen = torch.where(y <= start, torch.zeros_like(y), torch.where(y <= max_len, inside, torch.full_like(y, -1.0)))
-    return pen * factor

@@ -23,6 +23,11 @@ class Registry:
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (no error if it is absent)."""
+        self._entries.pop(name, None)
+        self._info.pop(name, None)
+
     def get(self, name: str) -> Callable[..., Any]:
         try:
             return self._entries[name]

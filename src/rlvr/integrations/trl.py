@@ -44,8 +44,8 @@ def reward_function(name: str, *, reference_column: str = "reference", **options
         references = columns[reference_column]
         row_options = columns.get("verifier_options") or [None] * len(completions)
         requests = [
-            ScoreRequest(name, completion_text(c), ref, {**options, **(row or {})})
-            for c, ref, row in zip(completions, references, row_options)
+            ScoreRequest(name, completion_text(c), ref, {**options, **(row or {})}, prompt=p)
+            for p, c, ref, row in zip(prompts, completions, references, row_options)
         ]
         return [v.score for v in score_batch(requests)]
 

@@ -40,5 +40,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     verl uses "score" as the reward and logs the other keys."""
     verifier = pick_verifier(data_source, extra_info)
     options = dict((extra_info or {}).get("verifier_options") or {})
-    verdict = score_batch([ScoreRequest(verifier, solution_str, ground_truth, options)])[0]
+    meta = {k: v for k, v in (extra_info or {}).items() if k not in ("verifier", "verifier_options")}
+    meta["data_source"] = data_source
+    verdict = score_batch([ScoreRequest(verifier, solution_str, ground_truth, options, meta=meta)])[0]
     return {"score": float(verdict.score), "acc": 1.0 if verdict.status == Status.CORRECT else 0.0}

@@ -2,7 +2,9 @@
 
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.rollout.hf import HFEngine
-from rlvr.rollout.registry import build_engine, engine_names, logprobs_serve_as_old_policy, register_engine
+from rlvr.rollout.registry import (
+    build_engine, engine_names, logprobs_serve_as_old_policy, register_engine, unregister_engine,
+)
 
 
 @register_engine("hf")
@@ -22,5 +24,5 @@ def make_engine(name: str, model, tokenizer, *, batch_size: int = 0, **options) 
 
 __all__ = [
     "HFEngine", "RolloutBatch", "RolloutEngine", "SamplingParams", "build_engine", "engine_names",
-    "logprobs_serve_as_old_policy", "make_engine", "register_engine",
+    "logprobs_serve_as_old_policy", "make_engine", "register_engine", "unregister_engine",
 ]

@@ -60,7 +60,8 @@ def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, te
         else:
             name, options = term.verifier, {}
         reference = task.reference if term is None or term.reference is None else term.reference
-        requests.append(ScoreRequest(name, response, reference, {**options, **(term.options if term else {})}))
+        requests.append(ScoreRequest(name, response, reference, {**options, **(term.options if term else {})},
+                                     prompt=task.prompt, meta=task.meta or None))
     return requests
 
 

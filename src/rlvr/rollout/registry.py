@@ -28,6 +28,11 @@ def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
     return _REGISTRY.register(name)
 
 
+def unregister_engine(name: str) -> None:
+    """Remove a registered engine (e.g. one a test registered)."""
+    _REGISTRY.unregister(name)
+
+
 def build_engine(name: str, model, tokenizer, **options: Any) -> RolloutEngine:
     """The engine registered under ``name``; an unknown name raises an error listing the known ones."""
     engine = _REGISTRY.get(name)(model, tokenizer, **options)

@@ -56,18 +56,17 @@ def updates_per_batch(cfg: Config, rows: int) -> tuple[int, int]:
 
 
 @torch.no_grad()
-def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, *, value_head=None) -> PolicyOutput:
-    """No-grad log-probs (and values) of the given rows, in micro-batches; [len(rows), T]."""
+def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config) -> PolicyOutput:
+    """No-grad log-probs of the given rows, in micro-batches; [len(rows), T]."""
     micro = cfg.train.micro_batch_size or max(len(rows), 1)
     outs = []
     for start in range(0, len(rows), micro):
         r = rows[start:start + micro]
         outs.append(policy_forward(model, batch.prompt_ids[r], batch.prompt_mask[r], batch.response_ids[r],
-                                   batch.response_mask[r], temperature=cfg.rollout.temperature, value_head=value_head))
+                                   batch.response_mask[r], temperature=cfg.rollout.temperature))
     if not outs:
         return PolicyOutput(batch.logprobs[:0])
-    return PolicyOutput(torch.cat([o.logp for o in outs]),
-                        values=torch.cat([o.values for o in outs]) if value_head is not None else None)
+    return PolicyOutput(torch.cat([o.logp for o in outs]))
 
 
 def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
@@ -78,21 +77,19 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
     needs = set().union(*(p.needs for p in parts.values()))
     epochs, mini_batches = updates_per_batch(cfg, batch.size)
     old_from_rollout = engine_logprobs_serve and epochs * mini_batches == 1 and "old_logp" not in needs
-    value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
     exp = Experience(
         batch=batch, rewards=rewards, loss_mask=batch.loss_mask.clone(), old_logp=batch.logprobs,
         old_from_rollout=old_from_rollout, token_rewards=torch.zeros(batch.response_mask.shape, device=rewards.device),
         norm_length=cfg.algo.norm_length or cfg.rollout.max_new_tokens,
     )
-    if not old_from_rollout or "values" in needs:
+    if not old_from_rollout:
         was_training = model.training
         model.eval()
-        out = forward_rows(model, batch, every, cfg, value_head=value_head if "values" in needs else None)
+        exp.old_logp = forward_rows(model, batch, every, cfg).logp
         model.train(was_training)
-        if not old_from_rollout:
-            exp.old_logp = out.logp
-            exp.metrics.update(offpolicy.mismatch_metrics(out.logp, batch.logprobs, batch.response_mask))
-        exp.old_values = out.values
+        exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.response_mask))
+    if "values" in needs:
+        exp.old_values = next(v for p in parts.values() if (v := p.old_values(model, batch, cfg)) is not None)
     if "ref_logp" in needs:
         exp.ref_logp = forward_rows(reference, batch, every, cfg).logp
     for part in parts.values():
@@ -148,8 +145,9 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
             rows = rows.to(exp.advantages.device)
             metrics = update(model, optimizer, exp, rows, [r for r in rows.tolist() if r in needed], parts, cfg,
                              first=not per_update)
+            stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
-            if not metrics["bad_step"]:
+            if stepped:
                 taken += 1
                 if on_update is not None:
                     on_update(taken, metrics)
@@ -224,10 +222,13 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
             p.grad = torch.zeros_like(p)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
     finite = math.isfinite(loss_total) and bool(torch.isfinite(grad_norm))
-    if finite:
+    frozen = any(p.policy_frozen for p in parts.values())
+    if finite and not frozen:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
-    return {**result, "grad_norm": float(grad_norm), "bad_step": 0 if finite else 1}
+    for part in parts.values():
+        result.update(part.after_update())
+    return {**result, "grad_norm": float(grad_norm), "bad_step": 0 if finite else 1, "policy_stepped": finite and not frozen}
 
 
 def average(rows: list[dict[str, float]]) -> dict[str, float]:

@@ -16,6 +16,7 @@ may then:
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,7 +25,7 @@ import torch
 
 from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
 from rlvr.config import Config
-from rlvr.train.policy import ValueHead
+from rlvr.train.policy import ValueHead, policy_forward
 
 
 class StepPart:
@@ -45,6 +46,19 @@ class StepPart:
 
     def loss(self, exp, rows, out, mask, agg: str, norm_length: int) -> tuple[torch.Tensor | None, dict[str, float]]:
         return None, {}
+
+    def after_update(self) -> dict[str, float]:
+        """Called after each optimizer step of the policy (a part with its own optimizer steps it here)."""
+        return {}
+
+    @property
+    def policy_frozen(self) -> bool:
+        """True while the policy must not be updated (e.g. a critic's warm-up)."""
+        return False
+
+    def old_values(self, model, batch, cfg: Config) -> torch.Tensor | None:
+        """Values of the batch before any update, for parts that need "values"."""
+        return None
 
     def after_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
         return {}
@@ -161,10 +175,12 @@ class KLPenalty(StepPart):
             self.reference.load_state_dict(state["reference"])
 
 
-@register_part("value_head")
-def _value_head(cfg: Config, ctx: PartContext):
+@register_part("critic")
+def _critic(cfg: Config, ctx: PartContext):
     if "values" not in advantages.needs(cfg.algo.advantage):
         return None
+    if cfg.algo.critic == "model":
+        return SeparateCritic(cfg, ctx.model)
     part = SharedValueHead(cfg, ctx.model)
     ctx.trainable.extend(part.value_head.parameters())
     return part
@@ -181,12 +197,11 @@ class SharedValueHead(StepPart):
         self.algo = cfg.algo
         self.value_head = ValueHead(model.config.hidden_size).to(next(model.parameters()).device)
 
+    def old_values(self, model, batch, cfg: Config) -> torch.Tensor:
+        return _values(model, self.value_head, batch, cfg)
+
     def shape(self, exp) -> dict[str, float]:
-        options = self.algo.advantage_options
-        _, exp.returns = advantages.gae_advantages_and_returns(
-            advantages.outcome_token_rewards(exp.rewards, exp.batch.response_mask) + exp.token_rewards,
-            exp.old_values, exp.batch.response_mask, options.get("gamma", 1.0), options.get("lam", 1.0),
-        )
+        exp.returns = _gae_returns(exp, self.algo)
         return {}
 
     def loss(self, exp, rows, out, mask, agg, norm_length):
@@ -198,6 +213,87 @@ class SharedValueHead(StepPart):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.value_head.load_state_dict(state["value_head"])
+
+
+def _gae_returns(exp, algo) -> torch.Tensor:
+    """GAE returns (advantages + old values), the critic's regression targets."""
+    options = algo.advantage_options
+    _, returns = advantages.gae_advantages_and_returns(
+        advantages.outcome_token_rewards(exp.rewards, exp.batch.response_mask) + exp.token_rewards,
+        exp.old_values, exp.batch.response_mask, options.get("gamma", 1.0), options.get("lam", 1.0),
+    )
+    return returns
+
+
+@torch.no_grad()
+def _values(model, head, batch, cfg: Config) -> torch.Tensor:
+    micro = cfg.train.micro_batch_size or batch.size
+    was_training = model.training
+    model.eval()
+    out = [policy_forward(model, batch.prompt_ids[i:i + micro], batch.prompt_mask[i:i + micro],
+                          batch.response_ids[i:i + micro], batch.response_mask[i:i + micro],
+                          temperature=cfg.rollout.temperature, value_head=head).values
+           for i in range(0, batch.size, micro)]
+    model.train(was_training)
+    return torch.cat(out)
+
+
+class SeparateCritic(StepPart):
+    """PPO's critic as its own model (a copy of the initial policy with a value head), trained by its own AdamW
+    (``algo.critic_lr``, default train.lr) on the clipped value loss at every policy update, as verl's critic
+    worker does; for the first ``algo.critic_warmup_steps`` steps only the critic learns (verl's critic_warmup)."""
+
+    needs = frozenset({"values"})
+    keeps_every_row = True
+
+    def __init__(self, cfg: Config, policy: torch.nn.Module):
+        self.cfg, self.algo = cfg, cfg.algo
+        self.model = copy.deepcopy(policy).train()
+        self.head = ValueHead(policy.config.hidden_size).to(next(policy.parameters()).device)
+        self.params = list(self.model.parameters()) + list(self.head.parameters())
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.algo.critic_lr or cfg.train.lr,
+                                           weight_decay=cfg.train.weight_decay)
+        self.steps_done = 0
+
+    @property
+    def policy_frozen(self) -> bool:
+        return self.steps_done < self.algo.critic_warmup_steps
+
+    def old_values(self, model, batch, cfg: Config) -> torch.Tensor:
+        return _values(self.model, self.head, batch, cfg)
+
+    def shape(self, exp) -> dict[str, float]:
+        exp.returns = _gae_returns(exp, self.algo)
+        return {}
+
+    def loss(self, exp, rows, out, mask, agg, norm_length):
+        b = exp.batch
+        values = policy_forward(self.model, b.prompt_ids[rows], b.prompt_mask[rows], b.response_ids[rows],
+                                b.response_mask[rows], temperature=self.cfg.rollout.temperature, value_head=self.head).values
+        vf_loss, parts = losses.value_loss(values, exp.old_values[rows], exp.returns[rows], mask, clip=self.algo.value_clip)
+        return vf_loss, {**parts, "vf_loss": vf_loss.item()}
+
+    def after_update(self) -> dict[str, float]:
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.max_grad_norm)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"critic_grad_norm": float(norm)}
+
+    def after_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        self.steps_done += 1
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "head": self.head.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "steps_done": self.steps_done}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.model.load_state_dict(state["model"])
+            self.head.load_state_dict(state["head"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.steps_done = state["steps_done"]
 
 
 @register_part("tis")

@@ -14,11 +14,20 @@ inside a tier the LAST candidate wins (the model's final word):
 4. "fallback": any standalone capital letter among the choices, skipping the article "A" ("A good approach ..."),
    the pronoun "I" ("I think ...") and the option labels of a listing ("A) 12\nB) 15").
 
+A letter that is negated or part of an expression is never an answer: one inside a negated clause ("Answer: not C",
+"I would not pick D", "Neither A nor B", "B, not C", "rule out A"), one described as not the answer ("A is not
+correct", "C isn't right"), one that is an operand ("\\mathrm{E}*2", "E=mc^2", "C-1"), one inside a dotted
+abbreviation ("E.g.", "A.M.", "D.C.") and the pronoun "I" or article "A" before a word that cannot follow a letter
+("Answer: I don't know"). If every candidate is negated the verdict
+is "incorrect", reason "negated_choice"; a response with no candidate that declines to answer ("I am not sure.",
+"I cannot answer this.") is "incorrect", reason "refusal".
+
 Letters joined by "or", "and", "/", "&" or commas ("A or B", "Answer: A, C", "**A** or **B**") form one committed
 answer; if it names more than one DIFFERENT letter it is a hedge: status "incorrect", reason "multiple_answers",
 score 0. A committed letter outside ``choices`` ("Answer: E" for ABCD) is "incorrect", reason "invalid_choice".
 
-Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "no_choice_found" (undecidable),
+Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "negated_choice", "refusal",
+"no_choice_found" (undecidable),
 "bad_reference"/"bad_option"/"bad_response" (status "error"). ``details["source"]`` names the tier that decided.
 All patterns are linear-time; the verifier is pure and never raises for any model output.
 """
@@ -56,8 +65,9 @@ _CLAUSE_VERBS = frozenset(
     "fails appears remains gives makes only alone".split()
 )
 # "A" counts as a letter, not the article, when the next word is one of these (or punctuation follows).
-_LETTER_AFTER_A = _CLAUSE_VERBS | {"or", "and", "are", "were", "both", "because", "since", "as", "but", "so"}
+_LETTER_AFTER_A = _CLAUSE_VERBS | {"or", "nor", "and", "are", "were", "both", "because", "since", "as", "but", "so"}
 _LETTER_AFTER_I = frozenset({"is", "was", "isn't", "wasn't", "seems", "or", "and"})
+_LETTER_AFTER_I_STRONG = _LETTER_AFTER_I | {"because", "since", "as", "but", "so"}
 
 # \boxed{...} with at most one level of inner braces (\boxed{\text{B}}); a letter answer is short
 _BOXED = re.compile(r"\\boxed[ \t]*\{(?P<content>[^{}]{0,100}(?:\{[^{}]{0,100}\}[^{}]{0,100})?)\}")
@@ -78,8 +88,67 @@ _LINE_MARKER = re.compile(
     r"^[ \t]*(?:[-*>][ \t]+)?(?:\*\*)?[(\[]?(?P<letter>[A-Z])(?:[)\].:]|\*\*)(?:\*\*)?(?=[ \t]|$)", re.MULTILINE
 )
 _BLANKS = re.compile(r"[ \t\f\v]+")
+
+# Negation. A letter is negated when the clause before it (back to the last sentence or clause break, at most
+# _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
+_CLAUSE_CHARS = 80
+_LAST_CLAUSE_BREAK = re.compile(
+    r".*(?:[.;:!?\n\r,)\]]|\b(?:(?<!anything )(?<!everything )(?<!all )but|so|thus|hence|therefore"
+    r"|instead(?! of)|however|rather(?! than)|then|yet)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+_NEGATION_CUE = re.compile(
+    r"""\b(?:not|never|no|neither|nor|none|except|excluding|exclude[sd]?|eliminat(?:e[sd]?|ing)|avoid(?:s|ed|ing)?
+    |reject(?:s|ed|ing)?|rul(?:e[sd]?|ing)[ \t]+out|other[ \t]+than|instead[ \t]+of|rather[ \t]+than
+    |anything[ \t]+but|cannot|without)\b|n['\u2019]t\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# substrings at least one of which every negation cue contains: a quick filter before the regex
+_CUE_HINTS = ("no", "ne", "exc", "elimin", "avoid", "reject", "rul", "other", "instead", "rather", "anything",
+              "without", "n't", "n\u2019t")
+# phrases with a negation word that do not negate what follows ("no doubt the answer is C")
+_NOT_A_NEGATION = re.compile(
+    r"\b(?:no[ \t]+doubt|not[ \t]+only|no[ \t]+matter|without[ \t]+(?:a[ \t]+)?doubt|no[ \t]+question|not[ \t]+hard"
+    r"|not[ \t]+difficult|not[ \t]+surprising(?:ly)?)\b",
+    re.IGNORECASE,
+)
+_NEGATIVE_PREDICATE = (
+    r"[ \t]+(?:definitely[ \t]+|clearly[ \t]+|also[ \t]+|both[ \t]+|all[ \t]+)?"
+    r"(?:not|never|hardly|wrong|incorrect|false|invalid|impossible|ruled[ \t]+out|eliminated)\b"
+)
+_NEGATED_AFTER = re.compile(
+    r"[ \t]*(?:is|are|was|were|would[ \t]+be|seems?|looks?|appears?)" + _NEGATIVE_PREDICATE
+    # letters joined to this one share a plural predicate: "(A) and (B) are both wrong"
+    + r"|(?:[ \t]*(?:,|and|or|&)[ \t]*[(\[]?[A-Z][)\]]?){1,8}[ \t]*(?:are|were|would[ \t]+be|seem|look|appear)"
+    + _NEGATIVE_PREDICATE
+    + r"|[ \t]*(?:isn't|wasn't|isn\u2019t|wasn\u2019t|can't|cannot|can\u2019t|won't|doesn't|does[ \t]+not|fails)\b",
+    re.IGNORECASE,
+)
+# A letter glued to a word through a wrapper is part of that word ("(E)nergy", "[A]pple").
+_GLUED_AFTER = re.compile(r"[*_$)\]}]+[A-Za-z0-9]")
+# A letter inside a dotted abbreviation is not a choice ("E.g.", "A.M.", "D.C.").
+_DOTTED_AFTER = re.compile(r"\.[A-Za-z]\b")
+_DOTTED_BEFORE = re.compile(r"(?<![A-Za-z])[A-Za-z]\.\Z")
+# A letter next to an arithmetic operator and an operand is a symbol in an expression ("E*2", "C-1", "x = A").
+_OPERAND_AFTER = re.compile(
+    r"(?:[*^]|[-+/](?=[ \t]*\d)|-(?=\w)|[ \t]*[=<>^\u00d7\u00b7\u00f7\u2264\u2265\u2260])[ \t]*[\w(\\{]"
+)
+_OPERATOR_CHARS = frozenset("*^=<>+-/\u00d7\u00b7\u00f7\u2264\u2265\u2260")
+_OPERAND_BEFORE = re.compile(
+    r"(?:[\w)}\]][ \t]*[*^\u00d7\u00b7\u00f7]|[=<>\u2264\u2265\u2260]|\d[ \t]*[-+/])[ \t]*\Z"
+)
+# Declining to answer (only consulted when no candidate letter is found).
+_REFUSAL = re.compile(
+    r"""\b(?:(?:I|we)[ \t]+(?:do[ \t]+not|don't|don\u2019t|cannot|can't|can\u2019t|am[ \t]+not|'m[ \t]+not
+    |am[ \t]+unable)
+    [ \t]+(?:know|sure|certain|tell|answer|determine|decide|say|be[ \t]+sure)
+    |I'm[ \t]+not[ \t]+(?:sure|certain)|not[ \t]+sure|unsure|no[ \t]+idea|(?:refuse|decline|unable)[ \t]+to
+    |cannot[ \t]+be[ \t]+(?:determined|answered)|can't[ \t]+be[ \t]+(?:determined|answered))""",
+    re.IGNORECASE | re.VERBOSE,
+)
 _TAIL_JUNK = re.compile(r"[\s.!)*_$\]]*\Z")
 
+MAX_NEGATED_TAIL = 1000  # negated candidates looked past, per tier, before the tier gives up
 MAX_RESPONSE_CHARS = 1_000_000  # longer responses are scanned only in their last MAX_RESPONSE_CHARS characters
 
 
@@ -115,6 +184,25 @@ def _reference_letter(value: Any) -> str | None:
 def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "") -> bool:
     """Whether a matched single letter counts as a choice. ``kind``: "strong" (right after an answer phrase),
     "marked" (after "Option"), "next" (after a separator; ``after`` is the separator text) or "fallback"."""
+    return _letter_like(m, text, choices, kind, after) and not _symbol(m, text, kind)
+
+
+def _symbol(m: re.Match[str], text: str, kind: str) -> bool:
+    """Whether the letter is a symbol in an expression or a dotted abbreviation rather than a choice."""
+    return bool(
+        _OPERAND_AFTER.match(text, m.end())
+        or _GLUED_AFTER.match(text, m.end())
+        or _DOTTED_AFTER.match(text, m.end("letter"))
+        or _DOTTED_BEFORE.search(text, max(0, m.start("letter") - 2), m.start("letter"))
+        or (
+            kind == "fallback"
+            and text[max(0, m.start() - 3) : m.start()].rstrip()[-1:] in _OPERATOR_CHARS
+            and _OPERAND_BEFORE.search(text, max(0, m.start() - 12), m.start())
+        )
+    )
+
+
+def _letter_like(m: re.Match[str], text: str, choices: str, kind: str, after: str) -> bool:
     letter = m["letter"]
     upper = letter.upper()
     in_choices = upper in choices
@@ -124,12 +212,14 @@ def _accept(m: re.Match[str], text: str, choices: str, kind: str, after: str = "
         return in_choices and kind != "fallback" and (wrapped or strict_end)
     if not in_choices:
         return kind == "strong" and strict_end  # "Answer: E." commits to a letter the question does not have
-    if kind == "strong" or wrapped or strict_end:
+    if wrapped or strict_end:
         return True
     word_m = _NEXT_WORD.match(text, m.end())
     word = word_m[1].lower() if word_m else ""
-    if kind == "marked":
-        return True
+    if kind in ("strong", "marked"):  # "Answer: B because ..." but not "Answer: I don't know", "Answer: A bit more"
+        return not word_m or not (
+            (upper == "A" and word not in _LETTER_AFTER_A) or (upper == "I" and word not in _LETTER_AFTER_I_STRONG)
+        )
     if kind == "next":
         joined_by_or = "or" in after.lower().split() or "/" in after
         return joined_by_or or word not in _CLAUSE_VERBS
@@ -159,17 +249,48 @@ def _parse_list(text: str, pos: int, choices: str, kind: str) -> _Chain | None:
     return chain
 
 
-def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain | None:
-    """The last chain, merged with the chains just before it that are joined only by a separator
-    ("\\boxed{A} or \\boxed{B}", "**A** or **B**")."""
-    if not chains:
-        return None
+def _negated(text: str, start: int, end: int) -> bool:
+    """Whether the letters at text[start:end] are negated by their clause ("not C", "Neither A nor B", "A is not
+    correct"). Looks at a bounded window, so the cost per candidate is constant."""
+    window = text[max(0, start - _CLAUSE_CHARS) : start]
+    lowered = window.lower()
+    if any(hint in lowered for hint in _CUE_HINTS) and _NEGATION_CUE.search(window):  # most windows hold no cue
+        last_break = _LAST_CLAUSE_BREAK.match(window)
+        clause = window[last_break.end() :] if last_break else window
+        if _NEGATION_CUE.search(_NOT_A_NEGATION.sub(" ", clause)):
+            return True
+    return _NEGATED_AFTER.match(text, end) is not None
+
+
+def _affirmed(chains: list[_Chain], text: str, negated: list[str]) -> list[_Chain]:
+    """The chains that are not negated; the letters of the others are added to ``negated``."""
+    kept = []
+    for chain in chains:
+        if _negated(text, chain.start, chain.end):
+            negated.extend(chain.letters)
+        else:
+            kept.append(chain)
+    return kept
+
+
+def _merge(chains: list[_Chain], text: str, negated: list[str], *, weak_separators: bool) -> _Chain | None:
+    """The last chain that is not negated, merged with the chains just before it that are joined only by a
+    separator ("\\boxed{A} or \\boxed{B}", "**A** or **B**"). Negation is checked lazily, from the end, so only
+    the chains that could take part are looked at; the letters of negated ones are added to ``negated``."""
     chains = sorted(chains, key=lambda c: (c.start, c.end))
-    groups = [chains[-1].letters]  # collected back to front
-    start, end = chains[-1].start, chains[-1].end
-    for prev in reversed(chains[:-1]):
+    last = len(chains) - 1
+    while last >= 0 and _negated(text, chains[last].start, chains[last].end):
+        negated.extend(chains[last].letters)
+        last -= 1
+        if len(chains) - last > MAX_NEGATED_TAIL:  # a response that is a wall of negations commits to nothing
+            return None
+    if last < 0:
+        return None
+    groups = [chains[last].letters]  # collected back to front
+    start, end = chains[last].start, chains[last].end
+    for prev in reversed(chains[:last]):
         if prev.end > start:  # overlapping candidates (the same letter seen by two patterns)
-            if prev.start < start:
+            if prev.start < start and not _negated(text, prev.start, prev.end):
                 groups.append(prev.letters)
                 start, end = prev.start, max(prev.end, end)
             continue
@@ -180,6 +301,9 @@ def _merge(chains: list[_Chain], text: str, *, weak_separators: bool) -> _Chain 
         if gap.strip() and sep is None:
             break
         if sep is not None and not weak_separators and not (sep["w1"] or sep["w2"] or sep["punct"] in ("/", "&")):
+            break
+        if _negated(text, prev.start, prev.end):  # "not A or B": A is no part of the answer, and ends the run
+            negated.extend(prev.letters)
             break
         groups.append(prev.letters)
         start = prev.start
@@ -210,37 +334,41 @@ def _last_line_chain(text: str, choices: str) -> list[_Chain]:
     return [chain]
 
 
-def _strong(text: str, choices: str) -> _Chain | None:
+def _strong(text: str, choices: str, negated: list[str]) -> _Chain | None:
     chains = _boxed_chains(text, choices)
     for m in _ANSWER_ANCHOR.finditer(text):
         chain = _parse_list(text, m.end(), choices, "strong")
         if chain is not None:
             chains.append(chain)
     chains += _last_line_chain(text, choices)
-    return _merge(chains, text, weak_separators=True)
+    return _merge(chains, text, negated, weak_separators=True)
 
 
-def _marked(text: str, choices: str) -> _Chain | None:
+def _marked(text: str, choices: str, negated: list[str]) -> _Chain | None:
     chains = []
     for m in _BOLD.finditer(text):
-        if m["letter"].upper() in choices:
+        if m["letter"].upper() in choices and not _OPERAND_AFTER.match(text, m.end()):
             chains.append(_Chain([m["letter"].upper()], m.start(), m.end()))
     for m in _OPTION_ANCHOR.finditer(text):
         chain = _parse_list(text, m.end(), choices, "marked")
         if chain is not None:
             chains.append(chain)
-    return _merge(chains, text, weak_separators=True)
+    return _merge(chains, text, negated, weak_separators=True)
 
 
-def _line_markers(text: str, choices: str) -> _Chain | None:
-    found = [(m["letter"], m.start("letter"), m.end()) for m in _LINE_MARKER.finditer(text) if m["letter"] in choices]
-    if not found or len({letter for letter, _, _ in found}) != 1:
+def _line_markers(text: str, choices: str, negated: list[str]) -> _Chain | None:
+    found = [
+        _Chain([m["letter"]], m.start("letter"), m.end())
+        for m in _LINE_MARKER.finditer(text)
+        if m["letter"] in choices
+    ]
+    found = _affirmed(found, text, negated)
+    if not found or len({chain.letters[0] for chain in found}) != 1:
         return None
-    letter, start, end = found[-1]
-    return _Chain([letter], start, end)
+    return found[-1]
 
 
-def _fallback(text: str, choices: str) -> _Chain | None:
+def _fallback(text: str, choices: str, negated: list[str]) -> _Chain | None:
     # letters that open a line ("A) 12") label the options being listed; they are not answers here
     markers = {m.start("letter") for m in _LINE_MARKER.finditer(text)}
     chains = [
@@ -248,7 +376,7 @@ def _fallback(text: str, choices: str) -> _Chain | None:
         for m in _ITEM.finditer(text)
         if m["letter"].isupper() and m.start("letter") not in markers and _accept(m, text, choices, "fallback")
     ]
-    return _merge(chains, text, weak_separators=False)
+    return _merge(chains, text, negated, weak_separators=False)
 
 
 _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_markers), ("fallback", _fallback))
@@ -256,13 +384,20 @@ _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_marker
 
 def extract_choice(text: str, choices: str = "ABCD") -> tuple[list[str], str] | None:
     """The letters of the final committed answer (distinct, in order) and the tier that found them, or None."""
+    found = _extract(text, choices)
+    return found[:2] if found[0] else None
+
+
+def _extract(text: str, choices: str) -> tuple[list[str], str, list[str]]:
+    """(letters of the final committed answer, the tier that found them, negated letters seen before)."""
     # one space per run of blanks keeps every pattern's backtracking constant-bounded (linear time overall)
     text = _BLANKS.sub(" ", text)
+    negated: list[str] = []
     for source, finder in _TIERS:
-        chain = finder(text, choices)
+        chain = finder(text, choices, negated)
         if chain is not None:
-            return list(dict.fromkeys(chain.letters)), source
-    return None
+            return list(dict.fromkeys(chain.letters)), source, negated
+    return [], "", sorted(set(negated))
 
 
 @register_verifier("choice")
@@ -293,10 +428,14 @@ def choice(
         error = f"response is {type(response).__name__}, expected str"
         return Verdict(0.0, Status.ERROR, "bad_response", details={"error": error})
 
-    found = extract_choice(response[-MAX_RESPONSE_CHARS:], letters)
-    if found is None:
+    text = response[-MAX_RESPONSE_CHARS:]
+    picked, source, negated = _extract(text, letters)
+    if not picked:
+        if negated:
+            return Verdict(0.0, Status.INCORRECT, "negated_choice", details={"negated": negated})
+        if _REFUSAL.search(_BLANKS.sub(" ", text)):
+            return Verdict(0.0, Status.INCORRECT, "refusal")
         return Verdict(0.0, Status.UNDECIDABLE, "no_choice_found")
-    picked, source = found
     extracted = ",".join(picked)
     details = {"source": source}
     if len(picked) > 1:

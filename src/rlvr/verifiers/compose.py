@@ -183,8 +183,13 @@ def _check_acyclic(terms: list[Term]) -> None:
 
 
 def soft_overlong_penalty(length: float, max_len: int, buffer_len: int, factor: float = 1.0) -> float:
-    """DAPO (Yu et al., 2025) Eq. 13: 0 up to max_len - buffer, then linearly down to -1 at max_len, -1 beyond."""
-    if buffer_len <= 0:
+    """DAPO Soft Overlong Punishment (Yu et al., 2025, Sec. 3.4, Eq. 13), with L_max = max_len, L_cache = buffer_len:
+    0 up to L_max - L_cache, then ((L_max - L_cache) - |y|) / L_cache down to -1 at L_max, -1 beyond; times
+    ``factor``. buffer_len = 0 turns it off. The one overlong penalty of rlvr: algo.overlong_buffer_frac and an
+    ``overlong`` reward term both use it."""
+    if buffer_len < 0 or max_len < 0 or buffer_len > max_len:
+        raise ValueError(f"need 0 <= buffer_len <= max_len, got max_len={max_len}, buffer_len={buffer_len}")
+    if buffer_len == 0:
         return 0.0
     free = max_len - buffer_len
     if length <= free:

@@ -11,7 +11,11 @@ Options:
   case-sensitively as ``<name>`` and ``</name>``. An empty list checks no tags (and then no "outside" text either).
 - ``require_order`` (True): tags, and required sections, must appear in the listed order.
 - ``allow_text_outside`` (False): whether non-whitespace text may appear outside the tag pairs.
-- ``require_nonempty`` (None = the last tag, "answer" by default): tags whose content must not be blank.
+- ``require_nonempty`` (None = the last tag, "answer" by default): tags whose content must not be blank. Blank
+  means nothing visible: whitespace (NBSP included) and invisible characters (zero-width spaces and joiners, the
+  BOM, bidirectional marks, soft hyphens, tag characters, variation selectors, Hangul fillers, the braille blank,
+  combining marks with no letter to sit on) count as nothing, here and in the "text outside the tags" check; so do
+  HTML comments and character references that decode to such characters ("&nbsp;", "&#8203;").
 - ``required_sections`` ([]): markers that must appear anywhere in the response. One that starts with "#" is a
   markdown heading and must open a line, or follow an opening tag there ("## Plan" matches "## Plan" and
   "<think>## Plan:", not "### Plan", "## Planning" or "see ## Plan"); anything else is a literal substring.
@@ -25,7 +29,9 @@ last tag in ``tags`` when that pair is well formed (the answer), else None. Scor
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 from typing import Any
 
 from rlvr.verifiers.base import Status, Verdict
@@ -33,6 +39,57 @@ from rlvr.verifiers.registry import register_verifier
 
 DEFAULT_TAGS = ("think", "answer")
 _TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
+
+
+# Characters that show nothing on their own, beyond what str.isspace() covers: format controls (Cf: zero-width
+# space and joiners, BOM, bidi marks, soft hyphen, tag characters), other controls (Cc), unassigned code points
+# (Cn), combining marks (Mn, Me: without a base character they mark nothing), and the letters that render blank.
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cn", "Mn", "Me", "Zs", "Zl", "Zp"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5")
+
+
+def _drop_html_comments(text: str) -> str:
+    # a scan, not a lazy regex: "<!--" repeated without "-->" would make a regex rescan the tail each time
+    parts, pos = [], 0
+    while True:
+        start = text.find("<!--", pos)
+        end = text.find("-->", start + 4) if start >= 0 else -1
+        if end < 0:
+            parts.append(text[pos:])
+            return "".join(parts)
+        parts.append(text[pos:start])
+        pos = end + 3
+
+
+def _no_visible_char(text: str) -> bool:
+    return all(
+        ch.isspace() or ch in _BLANK_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in text
+    )
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing (see the module docstring), also once HTML comments are dropped and
+    character references decoded ("&nbsp;", "&#8203;", "<!-- -->" render as nothing)."""
+    if not text.strip() or _no_visible_char(text):
+        return True
+    if "&" not in text and "<!--" not in text:
+        return False
+    return _no_visible_char(html.unescape(_drop_html_comments(text)))
+
+
+def _edge_blank(ch: str) -> bool:
+    # combining marks stay: at the end of a text they belong to the letter before them
+    return ch.isspace() or ch in _BLANK_LETTERS or unicodedata.category(ch) in ("Cf", "Cc", "Cn")
+
+
+def strip_blank(text: str) -> str:
+    """``text`` without whitespace and invisible characters at either end."""
+    start, end = 0, len(text)
+    while start < end and _edge_blank(text[start]):
+        start += 1
+    while end > start and _edge_blank(text[end - 1]):
+        end -= 1
+    return text[start:end]
 
 
 def _error(reason: str, why: str) -> Verdict:
@@ -104,7 +161,7 @@ def format_verifier(
             spans[name] = (start, end, response[opens[0] + len(open_tag) : closes[0]])
 
     for name in nonempty:
-        if name in spans and not spans[name][2].strip():
+        if name in spans and is_blank(spans[name][2]):
             problems.append(f"empty_tag:{name}")
 
     ordered = sorted(spans, key=lambda n: spans[n][0])
@@ -123,7 +180,7 @@ def format_verifier(
             outside.append(response[pos:start])
             pos = end
         outside.append(response[pos:])
-        if "".join(outside).strip():
+        if not is_blank("".join(outside)):
             problems.append("text_outside_tags")
 
     found_at: list[int] = []
@@ -139,7 +196,7 @@ def format_verifier(
             problems.append(f"missing_section:{section}")
 
     last = tag_list[-1] if tag_list else None
-    extracted = spans[last][2].strip() if last in spans else None
+    extracted = strip_blank(spans[last][2]) if last in spans else None
     details: dict[str, Any] = {"problems": problems}
     if problems:
         return Verdict(0.0, Status.INCORRECT, problems[0], extracted=extracted, details=details)

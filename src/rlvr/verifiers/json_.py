@@ -18,17 +18,30 @@ reference:
 - Both keys: the schema is checked first, then equality.
 
 Invalid JSON is a decided failure of the task, so it is status "incorrect", reason "invalid_json" (details carry the
-parser message), not "undecidable". NaN/Infinity are not JSON and are rejected. Input longer than ``max_chars`` is
+parser message), not "undecidable". So is JSON that parsers read differently: an object with a duplicate key
+(reason "duplicate_key": Python keeps the last value, other parsers the first or an error) and a number that is not
+finite as a double (NaN, Infinity, 1e999; reason "non_finite_number"). Input longer than ``max_chars`` is
 "undecidable" "response_too_long"; nesting deeper than ``max_depth`` (or anything that still hits Python's recursion
 limit) is "undecidable" "too_deep". A broken schema or reference is status "error" ("bad_reference").
+
+Schemas are checked by :mod:`rlvr.verifiers.json_schema` under the call's time budget (option ``timeout_s``,
+default 5 s): ``pattern`` with a matcher that can be stopped, ``uniqueItems`` in linear time, and every keyword
+after a deadline check. Past the budget the verdict is status "timeout", reason "timeout". ``format`` is asserted,
+not only annotated; a schema naming a format that cannot be checked is status "error", reason
+"unsupported_format" (``check_formats=False`` treats formats as annotations, the JSON Schema default), and a
+schema combination that cannot be bounded is status "error", reason "unsupported_schema".
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
+import jsonschema
+
+from rlvr.verifiers import json_schema
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import register_verifier
 
@@ -39,12 +52,41 @@ _MAX_EXTRACTED = 2000
 _PAIRS = {"{": "}", "[": "]"}
 
 
+DEFAULT_TIMEOUT_S = 5.0
+
+
 class _NotJSON(ValueError):
-    pass
+    reason = "invalid_json"
+
+
+class _DuplicateKey(_NotJSON):
+    reason = "duplicate_key"
+
+
+class _NonFinite(_NotJSON):
+    reason = "non_finite_number"
 
 
 def _reject_constant(name: str) -> Any:
-    raise _NotJSON(f"{name} is not valid JSON")
+    raise _NonFinite(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"number {text[:40]} is not finite as a double")
+    return value
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {json.dumps(key)[:80]} in an object")
+            seen.add(key)
+    return obj
 
 
 def _max_depth(text: str, limit: int) -> int:
@@ -73,7 +115,9 @@ def _max_depth(text: str, limit: int) -> int:
 
 
 def _parse(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return json.loads(
+        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_object
+    )
 
 
 def _outer_spans(text: str) -> list[str]:
@@ -156,23 +200,19 @@ def _check_reference(reference: Any) -> Verdict | None:
     return None
 
 
-def _schema_errors(value: Any, schema: Any, max_errors: int) -> list[dict[str, str]] | Verdict:
+def _schema_errors(
+    value: Any, schema: Any, max_errors: int, deadline: json_schema.Deadline, check_formats: bool
+) -> list[dict[str, str]] | Verdict:
+    """The first ``max_errors`` errors of ``value`` against ``schema``, or the Verdict that ends the call."""
     try:
-        import jsonschema
-    except ImportError:  # pragma: no cover - jsonschema is a dependency
-        return _error("jsonschema_unavailable", "install the 'jsonschema' package to validate against a schema")
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        validator = cls(schema)
-        errors = []
-        for err in validator.iter_errors(value):
-            errors.append(err)
-            if len(errors) >= 1000:
-                break
+        cls = json_schema.validator_class(schema)
+        json_schema.check_supported(schema, cls, check_formats)
+        errors = json_schema.iter_errors(value, schema, cls, deadline, check_formats, limit=1000)
     except jsonschema.SchemaError as exc:
         return _error("bad_reference", f"invalid JSON Schema: {exc.message}")
-    except RecursionError:
+    except json_schema.Unsupported as exc:
+        return _error(exc.reason, str(exc))
+    except (json_schema.DeadlineExceeded, RecursionError):
         raise
     except Exception as exc:  # an unresolvable $ref or another problem of the schema, not of the response
         return _error("bad_reference", f"schema could not be applied: {type(exc).__name__}: {exc}"[:2000])
@@ -188,15 +228,22 @@ def json_verifier(
     max_chars: int = 1_000_000,
     max_depth: int = 500,
     max_errors: int = 5,
-    timeout_s: float | None = None,  # the runner's budget; the work here is bounded by max_chars and max_depth
+    check_formats: bool = True,
+    timeout_s: float | None = None,
 ) -> Verdict:
     """Valid JSON, optionally matching ``reference["schema"]`` and/or equal to ``reference["equals"]``."""
+    budget = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0:
+        return _error("bad_option", f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+    deadline = json_schema.Deadline(float(budget))
     bad = _check_reference(reference)
     if bad is not None:
         return bad
     for name, value in (("max_chars", max_chars), ("max_depth", max_depth), ("max_errors", max_errors)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return _error("bad_option", f"{name} must be an int >= 1, got {value!r}")
+    if not isinstance(check_formats, bool):
+        return _error("bad_option", f"check_formats must be true or false, got {check_formats!r}")
     if not isinstance(response, str):
         return _error("bad_response", f"response is {type(response).__name__}, expected str")
     if len(response) > max_chars:
@@ -206,7 +253,7 @@ def json_verifier(
     reference = reference or {}
     value: Any = None
     found: tuple[str, str] | None = None
-    first_error = "no JSON found"
+    first_error, first_reason = "no JSON found", "invalid_json"
     for source, text in _candidates(response):
         if not text:
             continue
@@ -219,18 +266,19 @@ def json_verifier(
         except ValueError as exc:  # JSONDecodeError, _NotJSON, huge integers
             if source in ("whole", "fence"):
                 first_error = f"{source}: {exc}"
+                first_reason = getattr(exc, "reason", "invalid_json")
             continue
         found = (source, text)
         break
     if found is None:
-        return Verdict(0.0, Status.INCORRECT, "invalid_json", details={"error": first_error[:500]})
+        return Verdict(0.0, Status.INCORRECT, first_reason, details={"error": first_error[:500]})
     source, text = found
     extracted = _clip(text)
     details: dict[str, Any] = {"source": source}
 
     try:
         if "schema" in reference:
-            errors = _schema_errors(value, reference["schema"], max_errors)
+            errors = _schema_errors(value, reference["schema"], max_errors, deadline, check_formats)
             if isinstance(errors, Verdict):
                 return errors
             if errors:
@@ -242,6 +290,9 @@ def json_verifier(
             return Verdict(1.0, Status.CORRECT, "json_equal", extracted=extracted, details=details)
     except RecursionError:
         return Verdict(0.0, Status.UNDECIDABLE, "too_deep", extracted=extracted, details={"max_depth": max_depth})
+    except json_schema.DeadlineExceeded:
+        details["timeout_s"] = budget
+        return Verdict(0.0, Status.TIMEOUT, "timeout", extracted=extracted, details=details)
     if "schema" in reference:
         return Verdict(1.0, Status.CORRECT, "schema_valid", extracted=extracted, details=details)
     return Verdict(1.0, Status.CORRECT, "valid_json", extracted=extracted, details=details)

@@ -9,7 +9,11 @@ follow IFEval's reference checker; where this module deliberately differs it say
 * keywords, forbidden words, section splitters and postscript markers are matched literally (escaped), not
   as regular expressions (identical for plain words, which is what IFEval's data holds);
 * sentences and capital words use this package's own tokenizers (:mod:`.textutil`), not NLTK's;
-* language detection is seeded, so it is deterministic (:mod:`.language`).
+* language detection is seeded, so it is deterministic (:mod:`.language`);
+* a letter_frequency "letter" outside a-z ("#", "!", as in IFEval's data) is counted as given, where the
+  reference substitutes a random letter.
+
+docs/rewards.md ("IFEval agreement") measures the agreement with the reference and lists each difference.
 """
 
 from __future__ import annotations
@@ -152,9 +156,11 @@ def _keywords_forbidden(forbidden_words: Any) -> Checker:
 
 @_instruction("keywords:letter_frequency", "letter", "let_frequency", "let_relation")
 def _keywords_letter_frequency(letter: Any, let_frequency: Any, let_relation: Any) -> Checker:
-    """The letter (case-insensitive) occurs < N ("less than") or >= N times."""
-    if not isinstance(letter, str) or len(letter.strip()) != 1 or not letter.strip().isalpha():
-        raise BadKwargs(f"letter must be a single letter, got {letter!r}")
+    """The letter (case-insensitive) occurs < N ("less than") or >= N times. IFEval's data also asks for
+    characters that are not letters ("#", "!"); they are counted the same way. (The reference checker replaces
+    such a character by a random letter, so its verdict on those rows is a coin toss.)"""
+    if not isinstance(letter, str) or len(letter.strip()) != 1:
+        raise BadKwargs(f"letter must be a single character, got {letter!r}")
     char = letter.strip().lower()
     n, rel = _int("let_frequency", let_frequency), _relation("let_relation", let_relation)
     return lambda value: _compare(collections.Counter(value.lower())[char], rel, n)

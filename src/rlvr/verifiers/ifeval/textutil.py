@@ -50,22 +50,33 @@ def word_tokens(text: str) -> Iterator[str]:
 
 # After one of these "." never ends a sentence (titles, references, "e.g.").
 _HARD_ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof sr jr st rev hon gen col capt lt sgt gov sen rep mt ft vs cf viz e.g i.e eg ie fig figs
-    vol vols pp approx ca dept est no nos op ed eds""".split()
+    """mr mrs ms dr prof sr jr st rev hon gen col capt lt sgt gov sen rep mt ft vs cf viz e.g i.e eg ie
+    approx ca dept est op eds""".split()
 )
+# After one of these "." never ends a sentence before a number ("No. 5", "Fig. 3", "pp. 12"); before anything else
+# it is an ordinary word ("Is it? No. The answer is ...").
+_NUMBER_ABBREVIATIONS = frozenset("no nos fig figs vol vols pp p ch sec eq art".split())
+_NUMBER_LIKE = re.compile(r"[(\[]?(?:\d|[IVXLC]+\b)")
 # After one of these "." ends a sentence only when the next word starts with a capital letter.
 _SOFT_ABBREVIATIONS = frozenset(
     """etc inc ltd co corp al a.m p.m am pm u.s u.k u.n jan feb mar apr jun jul aug sep sept oct nov dec
     mon tue tues wed thu thur thurs fri sat sun""".split()
 )
-_CLOSERS = "\"'\u201d\u2019\u00bb)]}"
-_OPENERS = "\"'\u201c\u2018\u00ab([{"
+# Closing and opening marks around a sentence: quotes, brackets, markdown emphasis ("*One.* *Two.*", "~~One.~~").
+_CLOSERS = "\"'\u201d\u2019\u00bb)]}*_~"
+_OPENERS = "\"'\u201c\u2018\u00ab([{*_~"
+# Words that often open an English sentence. After an abbreviation that can end a sentence ("etc.", "p.m."), a
+# dotted acronym ("U.S.") or an ellipsis, a new sentence starts only at a capitalised word from this list; any other
+# capitalised word is taken for part of the same sentence ("The U.S. Army"), as Punkt's frequent-sentence-starter
+# heuristic decides.
+_SENTENCE_STARTERS = frozenset(
+    """the a an this that these those it its he she they we i you there here then but however if in on at when
+    while so some many most both all each although though since yet thus hence instead meanwhile moreover indeed
+    nevertheless nonetheless even despite according among under similarly nor our their his her my your""".split()
+)
+
+
 _TOKEN_SPAN = re.compile(r"\S+")
-
-
-def _starts_upper(token: str) -> bool:
-    core = token.lstrip(_OPENERS)
-    return bool(core) and core[0].isupper()
 
 
 def _starts_lower(token: str) -> bool:
@@ -73,7 +84,31 @@ def _starts_lower(token: str) -> bool:
     return bool(core) and core[0].islower()
 
 
-def _ends_sentence(token: str, next_token: str) -> bool:
+def _starts_sentence(token: str) -> bool:
+    """Whether ``token`` is a capitalised common sentence opener (see _SENTENCE_STARTERS)."""
+    core = token.lstrip(_OPENERS)
+    if not core or not core[0].isupper():
+        return False
+    end = 0
+    while end < len(core) and (core[end].isalpha() or core[end] == "'"):
+        end += 1
+    return core[:end].lower() in _SENTENCE_STARTERS
+
+
+def _is_initial(token: str) -> bool:
+    """A single letter and a period, "J." or "(J."."""
+    core = token.lstrip(_OPENERS).rstrip(_CLOSERS)
+    return len(core) == 2 and core[0].isalpha() and core[1] == "."
+
+
+def _name_part(token: str) -> bool:
+    """A capitalised word that does not end a sentence ("John", "Vitamin") or an initial: what precedes an
+    initial in a name ("John F. Kennedy", "J. R. R. Tolkien")."""
+    core = token.lstrip(_OPENERS)
+    return _is_initial(token) or (bool(core) and core[0].isupper() and core[-1].isalpha())
+
+
+def _ends_sentence(token: str, next_token: str, prev_token: str = "") -> bool:
     stripped = token.rstrip(_CLOSERS)
     if not stripped or stripped[-1] not in ".!?":
         return False
@@ -83,19 +118,23 @@ def _ends_sentence(token: str, next_token: str) -> bool:
     marks, core = stripped[end:], stripped[:end]
     if "?" in marks or "!" in marks:
         return True
-    if len(marks) > 1:  # an ellipsis: a break only before a capitalised word
-        return _starts_upper(next_token)
+    if len(marks) > 1:  # an ellipsis: a break only before a common sentence opener
+        return _starts_sentence(next_token)
     word = core.lstrip(_OPENERS).lower()
     if not word:
         return True
     if word in _HARD_ABBREVIATIONS or word.rsplit("-", 1)[-1] in _HARD_ABBREVIATIONS:
         return False
-    if word in _SOFT_ABBREVIATIONS:
-        return _starts_upper(next_token)
-    if len(word) == 1 and word.isalpha():  # an initial: "J. R. R. Tolkien"
+    if word in _NUMBER_ABBREVIATIONS and _NUMBER_LIKE.match(next_token):
         return False
+    if word in _SOFT_ABBREVIATIONS:
+        return _starts_sentence(next_token)
+    if len(word) == 1 and word.isalpha():
+        if _is_initial(next_token) or _name_part(prev_token):  # an initial: "J. R. R. Tolkien", "John F. Kennedy"
+            return False
+        return not _starts_lower(next_token)  # a one-letter word: "plan A. Then", "Me and I. Then"
     if "." in word and all(0 < len(part) <= 2 and part.isalpha() for part in word.split(".")):
-        return _starts_upper(next_token)  # "U.S.", "a.k.a."
+        return _starts_sentence(next_token)  # "U.S.", "a.k.a."
     if word.isdigit():  # "in 1999. The" breaks, "chapter 5. and" does not
         return not _starts_lower(next_token)
     return True
@@ -105,17 +144,20 @@ def split_sentences(text: str) -> list[str]:
     """Split English text into sentences, approximating NLTK's Punkt (which IFEval uses).
 
     A sentence ends at a whitespace-separated token that ends in ".", "!" or "?" (possibly followed by closing
-    quotes or brackets) and is followed by another token. Line breaks alone never end a sentence (as in Punkt).
-    "?" and "!" always end one; "." does not after a title-like abbreviation ("Mr.", "e.g.") or an initial
-    ("J."), after other abbreviations ("etc.", "U.S.") or an ellipsis only before a capitalised word, and after
-    a bare number only unless the next word is lowercase. Empty or blank text has no sentences.
+    quotes, brackets or markdown emphasis: "*One here.* *Two here.*" is two) and is followed by another token.
+    Line breaks alone never end a sentence (as in Punkt). "?" and "!" always end one; "." does not after a
+    title-like abbreviation ("Mr.", "e.g.") or an initial (a letter after a capitalised word or before another
+    initial: "John F. Kennedy", "J. R. R. Tolkien"); after any other one-letter word ("plan A.", "Me and I.")
+    unless the next word is lowercase; after another abbreviation ("etc.", "p.m."), a dotted acronym ("U.S.") or
+    an ellipsis only before a common sentence opener ("The U.S. Army" stays one sentence, "the U.S. The" does
+    not); after a bare number unless the next word is lowercase. Empty or blank text has no sentences.
     """
     spans = [(m.start(), m.end()) for m in _TOKEN_SPAN.finditer(text)]
     sentences: list[str] = []
     start = 0
     for i in range(len(spans) - 1):
         (s, e), (ns, ne) = spans[i], spans[i + 1]
-        if _ends_sentence(text[s:e], text[ns:ne]):
+        if _ends_sentence(text[s:e], text[ns:ne], text[spans[i - 1][0] : spans[i - 1][1]] if i else ""):
             sentences.append(text[start:e].strip())
             start = ns
     if spans:
