@@ -248,3 +248,4 @@ def test_a_judge_served_from_a_config(server_for, tmp_path):
                                                      "prompts": ["Q? ", "Q? ", "Q? "], "labels": ["Paris"] * 3})
         assert status == 200 and reply["rewards"] == [1.0, 0.0, 0.0]
         assert len(judge_server.requests) == 2  # the bare opener never reached the judge
+        assert "Task:\nQ? \n" in judge_server.requests[0]["messages"][1]["content"]  # the prompt reached it

@@ -100,7 +100,7 @@ def audit_judge(items: list[tuple[str, str, str, str | None]], judge_options: di
                 cases.append(("wrong", "wrong answer", wrong))
             for kind, label, text in cases:
                 plan.append((setup.name, kind, label))
-                requests.append(ScoreRequest("judge", text, ref, {**judge_options, **setup.options, "prompt": q}))
+                requests.append(ScoreRequest("judge", text, ref, {**judge_options, **setup.options}, prompt=q))
     verdicts = score_batch(requests)
     table: dict[str, dict[str, list[int]]] = {}
     undecided: dict[str, int] = {s.name: 0 for s in setups}

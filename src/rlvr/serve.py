@@ -96,7 +96,7 @@ class RewardService:
         and components (each term's score) with a composed reward."""
         from rlvr.rollout.episodes import Scoring, score_requests
 
-        tasks = [Task(r.get("prompt") or "", r.get("reference"), str(i), r.get("verifier"),
+        tasks = [Task(r.get("prompt") or None, r.get("reference"), str(i), r.get("verifier"),
                       dict(r.get("verifier_options") or {}), dict(r.get("meta") or {})) for i, r in enumerate(rows)]
         responses = [r["response"] for r in rows]
         scoring = Scoring(self.verifier, self.verifier_options, self.spec)
