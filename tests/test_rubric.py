@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlvr.verifiers import Status, Verdict, verify
+from rlvr.verifiers import Status, Verdict, register_verifier, verify
 from rlvr.verifiers.rubric import RubricError, aggregate, load_rubric, parse_rubric
 
 CAPITAL = {"criteria": [
@@ -127,6 +127,27 @@ def test_judge_criteria_over_http():
         sent = server.requests[-1]["messages"][1]["content"]
         assert "Explains why the city is the capital." in sent and "Capital of France?" in sent
         assert verify("rubric", "Paris.", rubric, judge=judge).score == 0.5
+
+
+@register_verifier("rubric_test_meta")
+def meta_level(response, reference, *, prompt=None, meta=None):
+    """Passes when the task's meta says the level the response names."""
+    return float(meta is not None and str(meta.get("level")) in response and prompt == "Which level?")
+
+
+def test_prompt_and_meta_reach_verifier_and_judge_criteria():
+    pytest.importorskip("openai")
+    from judge_standin import ScriptedJudgeServer_standin
+
+    seen = []
+    with ScriptedJudgeServer_standin(lambda m: seen.append(m[-1]["content"]) or "VERDICT: CORRECT") as server:
+        rubric = [{"name": "level", "check": {"verifier": "rubric_test_meta"}},
+                  {"name": "judged", "check": {"verifier": "judge", "options": {"base_url": server.base_url,
+                                                                                 "model": "m-rubric-meta"}}}]
+        v = verify("rubric", "level 3", rubric, prompt="Which level?", meta={"level": 3})
+        assert [c["value"] for c in v.details["criteria"]] == [1.0, 1.0]
+        assert "Which level?" in seen[0]
+        assert verify("rubric", "level 3", rubric, prompt="Which level?", meta={"level": 4}).score == 0.5
 
 
 def test_a_slow_optional_criterion_cannot_stall_the_rubric():

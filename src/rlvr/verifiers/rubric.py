@@ -19,7 +19,8 @@ answer is the default reference of rule criteria and is shown to judge criteria.
 A criterion: ``name``; ``weight`` (default 1; negative marks a pitfall); ``required`` (default false); ``graded``
 (default false: pass/fail); and ``check``, one of
 - ``{regex: PATTERN, flags: "ims", mode: search|fullmatch|match}`` (the "regex" verifier, in search mode by default);
-- ``{verifier: NAME, reference: ..., options: {...}}`` (any registered verifier; the reference defaults to the gold);
+- ``{verifier: NAME, reference: ..., options: {...}}`` (any registered verifier; the reference defaults to the gold;
+  the request's prompt and meta are handed on);
 - ``{judge: "what the response must do", options: {...}}`` (the "judge" verifier with a criterion prompt; the
   ``judge`` option of the rubric verifier gives the endpoint and its settings to every judge criterion).
 
@@ -205,7 +206,8 @@ def _judge_call(criterion: Criterion, response: str, gold: Any, prompt: Any, met
                  template=_CRITERION_TEMPLATE.format(criterion=text), graded=criterion.graded, **options)
 
 
-def _rule_request(criterion: Criterion, response: str, gold: Any, deadline: float):
+def _rule_request(criterion: Criterion, response: str, gold: Any, deadline: float, prompt: Any = None,
+                  meta: Any = None):
     from rlvr.verifiers.runner import ScoreRequest
 
     check = criterion.check
@@ -213,7 +215,8 @@ def _rule_request(criterion: Criterion, response: str, gold: Any, deadline: floa
         ref = {"pattern": check["regex"], "flags": check.get("flags", ""), "mode": check.get("mode", "search")}
         return ScoreRequest("regex", response, ref, {"timeout_s": max(0.1, min(5.0, deadline - time.monotonic()))})
     options = dict(check.get("options") or {})
-    return ScoreRequest(check["verifier"], response, check.get("reference", gold), options)
+    return ScoreRequest(check["verifier"], response, check.get("reference", gold), options, prompt=prompt,
+                        meta=meta or None)
 
 
 def _undecided(status: Status, reason: str, error: str) -> Verdict:
@@ -224,8 +227,9 @@ def score_criteria(rubric: Rubric, response: str, gold: Any, *, prompt: Any = No
                    judge_options: dict[str, Any] | None = None, timeout_s: float = 60.0) -> list[Verdict]:
     """One verdict per criterion, in order: rule criteria as one batch through the runner, "threads" verifiers
     and judge criteria on a small local pool, all within ``timeout_s``."""
-    from rlvr.verifiers.runner import call_verifier, score_batch
     from rlvr.verifiers.registry import get_verifier
+    from rlvr.verifiers.runner import call_verifier, score_batch
+    from rlvr.verifiers.runner.calls import keyword_args
 
     deadline = time.monotonic() + timeout_s
     verdicts: list[Verdict | None] = [None] * len(rubric.criteria)
@@ -236,7 +240,7 @@ def score_criteria(rubric: Rubric, response: str, gold: Any, *, prompt: Any = No
             pooled.append(i)
             continue
         try:
-            request = _rule_request(c, response, gold, deadline)
+            request = _rule_request(c, response, gold, deadline, prompt, meta)
             threaded = verifier_isolation(request.verifier) == "threads"
         except (KeyError, ValueError, TypeError) as exc:
             verdicts[i] = _undecided(Status.ERROR, "bad_criterion", str(exc))
@@ -254,8 +258,9 @@ def score_criteria(rubric: Rubric, response: str, gold: Any, *, prompt: Any = No
             if c.kind == "judge":
                 return _judge_call(c, response, gold, prompt, meta, judge_options or {}, deadline)
             request = _rule_request(c, response, gold, deadline)
+            fn = get_verifier(request.verifier)
             opts = {**request.options, "timeout_s": max(0.1, deadline - time.monotonic())}
-            return call_verifier(get_verifier(request.verifier), response, request.reference, opts)
+            return call_verifier(fn, response, request.reference, keyword_args(fn, opts, prompt, meta or None))
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(pooled)), thread_name_prefix="rlvr-rubric")
         futures = {pool.submit(run, i): i for i in pooled}
