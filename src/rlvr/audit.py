@@ -83,7 +83,8 @@ def load_items(path: str | None) -> list[tuple[str, str, str, str | None]]:
 def _keys(question: str) -> list[tuple[str, str]]:
     out = [("paper: " + repr(k), k) for k in PAPER_KEYS]
     for family, keys in OUR_KEYS.items():
-        out += [(f"{family}: {k[:40]!r}", k.format(question=question)) for k in keys]
+        out += [(f"{family}: {k[:40]!r}" if k != "{question}" else f"{family}: (the question itself)",
+                 k.format(question=question)) for k in keys]
     return out
 
 
