@@ -48,9 +48,17 @@ class ScriptedJudgeServer_standin:
                     owner.active += 1
                     owner.max_active = max(owner.max_active, owner.active)
                     action = owner.script.pop(0) if owner.script else None
+                self.counted = True
                 try:
                     self._answer(body, action)
                 finally:
+                    self._done()
+
+            def _done(self):
+                # A request stops counting as in flight before its reply is written: once the client has the
+                # reply it may send the next one, which must not overlap this one in the count.
+                if self.counted:
+                    self.counted = False
                     with owner.lock:
                         owner.active -= 1
 
@@ -63,6 +71,7 @@ class ScriptedJudgeServer_standin:
                     return self._send(200, action[1])
                 if action and action[0] == "drip":  # the body, one byte every action[2] seconds
                     payload, pause = action[1], action[2]
+                    self._done()
                     try:
                         self.send_response(200)
                         self.send_header("Content-Type", "application/json")
@@ -83,6 +92,7 @@ class ScriptedJudgeServer_standin:
                 self._send(200, json.dumps(out).encode())
 
             def _send(self, code, payload):
+                self._done()
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
