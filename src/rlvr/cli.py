@@ -141,6 +141,31 @@ def _cmd_recipes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from rlvr.serve import RewardService, serve
+
+    service = RewardService.from_config(args.config) if args.config else RewardService(args.verifier or "exact")
+    serve(service, args.host, args.port, max_rows=args.max_rows, max_connections=args.max_connections)
+    return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from rlvr import audit
+
+    if args.target == "judge":
+        options = {"base_url": args.endpoint, "model": args.model, "timeout_s": args.timeout, "max_tokens": args.max_tokens}
+        report = audit.audit_judge(audit.load_items(args.items), options)
+        print(audit.format_judge_report(report))
+    else:
+        from rlvr.tasks.jsonl import read_rows
+
+        report = audit.audit_verifier(args.name, read_rows(args.data, required=("response", "reference")))
+        print(audit.format_verifier_report(report))
+    if args.out:
+        audit.write_json(args.out, report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="Reinforcement learning with verifiable rewards for language models.")
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
@@ -210,6 +235,31 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--eval", action="append", default=[], metavar="FILE",
                      help="also show this `rlvr eval --out` summary or comparison JSON (repeatable)")
     rep.set_defaults(func=_cmd_report)
+
+    srv = sub.add_parser("serve", help="an HTTP reward server (OpenRLHF's POST /get_reward, POST /score, GET /health)")
+    which = srv.add_mutually_exclusive_group()
+    which.add_argument("--verifier", help="score every row with this verifier (default: exact)")
+    which.add_argument("--config", help="YAML config: data.verifier and a composed reward under reward.terms")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, required=True)
+    srv.add_argument("--max-rows", type=int, default=4096, help="rows a request may carry")
+    srv.add_argument("--max-connections", type=int, default=64, help="open connections; more get 503 at once")
+    srv.set_defaults(func=_cmd_serve)
+
+    aud = sub.add_parser("audit", help="false-positive / false-negative estimates of a judge or a verifier")
+    targets = aud.add_subparsers(dest="target", required=True)
+    aj = targets.add_parser("judge", help="a judge endpoint against master keys, with and without the defences")
+    aj.add_argument("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    aj.add_argument("--model", required=True, help="the model name the endpoint serves")
+    aj.add_argument("--items", help="JSONL rows with prompt, reference, response (correct) and optional wrong")
+    aj.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call, retries included")
+    aj.add_argument("--max-tokens", type=int, default=256, help="tokens the judge may write per call")
+    aj.add_argument("--out", help="write the full report as JSON here")
+    av = targets.add_parser("verifier", help="a verifier against mutations of rows it accepts")
+    av.add_argument("name", help="registered verifier name")
+    av.add_argument("--data", required=True, help="JSONL rows with response and reference")
+    av.add_argument("--out", help="write the full report as JSON here")
+    aud.set_defaults(func=_cmd_audit)
     return parser
 
 
