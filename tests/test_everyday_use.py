@@ -296,3 +296,26 @@ def test_stop_strings_end_responses(tiny):
         else:
             assert text == full
     assert encode_prompt(tokenizer, "1+1=")  # the tokenizer round trip the test relies on
+
+
+# ------------------------------------------------------------------------------------------------------ loggers
+
+
+def test_wandb_and_mlflow_receive_every_step(tiny_model_dir, tmp_path, monkeypatch):
+    """Real wandb (offline mode, no network) and real MLflow (a file store in the run directory)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run = train(_cfg(tiny_model_dir, tmp_path, steps=2, loggers=["wandb", "mlflow"]))
+    assert list((run / "wandb").glob("offline-run-*/run-*.wandb"))
+    import mlflow
+
+    mlflow.set_tracking_uri((run / "mlruns").resolve().as_uri())
+    [found] = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    history = mlflow.MlflowClient().get_metric_history(found.info.run_id, "reward_mean")
+    assert [m.step for m in history] == [1, 2] and found.data.params["train.steps"] == "2"
+
+
+def test_an_unknown_logger_is_refused_before_the_model_loads(tiny_model_dir, tmp_path):
+    with pytest.raises(RunSetupError, match="unknown logger 'neptune'; known: mlflow, tensorboard, wandb"):
+        train(_cfg(tiny_model_dir, tmp_path, loggers=["neptune"]))

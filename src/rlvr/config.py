@@ -124,6 +124,7 @@ class TrainConfig:
     lr_schedule: str = "constant"  # after warm-up: constant, linear (to 0 at train.steps) or cosine (to lr_min_ratio)
     lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
     overwrite: bool = False  # start afresh in a train.out that holds an earlier run (its files are removed)
+    loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
 
 
 @dataclass

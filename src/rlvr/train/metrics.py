@@ -1,24 +1,141 @@
-"""Per-step metrics: one JSON object per line in metrics.jsonl, and TensorBoard when asked."""
+"""Per-step metrics: one JSON object per line in metrics.jsonl, and the loggers of ``train.loggers`` (tensorboard,
+wandb, mlflow, or one registered with ``register_logger``)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlvr.jsonl import append_jsonl, read_jsonl
 
 
+class MetricsLogger:
+    """A destination for each step's metrics besides metrics.jsonl (which is always written). ``package`` and
+    ``extra`` name what it imports, so a missing package is reported before the run starts."""
+
+    package: str | None = None
+    extra: str | None = None
+
+    def log(self, row: dict[str, Any], step: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+_LOGGERS: dict[str, Callable[..., MetricsLogger]] = {}
+
+
+def register_logger(name: str):
+    """Register ``factory(run_dir: Path, config: dict) -> MetricsLogger`` for ``train.loggers: [name]``."""
+    def decorator(factory):
+        _LOGGERS[name] = factory
+        return factory
+
+    return decorator
+
+
+def logger_names() -> list[str]:
+    return sorted(_LOGGERS)
+
+
+def check_loggers(names: list[str]) -> None:
+    """Fail now, with one line, for an unknown logger or one whose package is missing."""
+    for name in names:
+        if name not in _LOGGERS:
+            raise LoggerUnavailable(f"train.loggers: unknown logger {name!r}; known: {', '.join(logger_names())}")
+        factory = _LOGGERS[name]
+        if getattr(factory, "package", None):
+            _needs(factory.package, factory.extra or name)
+
+
+def _needs(package: str, extra: str):
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise LoggerUnavailable(f"train.loggers: {extra} needs the {package} package: pip install 'rlvr[{extra}]'") from None
+
+
+class LoggerUnavailable(ValueError):
+    """A logger whose package is not installed; the message names the extra to install."""
+
+
+def _numbers(row: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+@register_logger("tensorboard")
+class TensorBoardLogger(MetricsLogger):
+    package, extra = "torch.utils.tensorboard", "tensorboard"
+
+    def __init__(self, run_dir: Path, config: dict):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, row, step):
+        for key, value in _numbers(row).items():
+            self.writer.add_scalar(key, value, step)
+
+    def close(self):
+        self.writer.close()
+
+
+@register_logger("wandb")
+class WandbLogger(MetricsLogger):
+    """Weights & Biases: project from $WANDB_PROJECT (default "rlvr"), run name = the run folder's name, files under
+    RUN_DIR/wandb; WANDB_MODE=offline works without a network."""
+
+    package, extra = "wandb", "wandb"
+
+    def __init__(self, run_dir: Path, config: dict):
+        wandb = _needs("wandb", "wandb")
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "rlvr"), name=run_dir.name, dir=str(run_dir),
+                              config=config, resume="allow", reinit="create_new")
+
+    def log(self, row, step):
+        self.run.log(_numbers(row), step=step)
+
+    def close(self):
+        self.run.finish()
+
+
+@register_logger("mlflow")
+class MlflowLogger(MetricsLogger):
+    """MLflow: the tracking URI from $MLFLOW_TRACKING_URI (a server or database: MLflow's recommended set-ups), else
+    a local file store in RUN_DIR/mlruns (which needs no server; MLflow 3 asks for MLFLOW_ALLOW_FILE_STORE=true,
+    set here for that store only); the config as flattened params."""
+
+    package, extra = "mlflow", "mlflow"
+
+    def __init__(self, run_dir: Path, config: dict):
+        mlflow = _needs("mlflow", "mlflow")
+        if not os.environ.get("MLFLOW_TRACKING_URI"):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            mlflow.set_tracking_uri((run_dir / "mlruns").resolve().as_uri())
+        self.mlflow = mlflow
+        self.run = mlflow.start_run(run_name=run_dir.name)
+        flat = {f"{section}.{key}": str(value)[:500] for section, body in config.items() if isinstance(body, dict)
+                for key, value in body.items()}
+        mlflow.log_params(flat)
+
+    def log(self, row, step):
+        self.mlflow.log_metrics({k.replace("@", "_at_"): v for k, v in _numbers(row).items()}, step=step)
+
+    def close(self):
+        self.mlflow.end_run()
+
+
 class MetricsLog:
-    def __init__(self, run_dir: Path, *, tensorboard: bool = False):
+    """metrics.jsonl (one JSON object per step) plus the configured loggers."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = False, loggers: list[str] = (), config: dict | None = None):
         self.path = run_dir / "metrics.jsonl"
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise RuntimeError("train.tensorboard=true needs the tensorboard package: pip install tensorboard") from exc
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+        names = list(dict.fromkeys([*loggers, *(["tensorboard"] if tensorboard else [])]))
+        self.loggers = [_LOGGERS[name](run_dir, config or {}) for name in names]
 
     def truncate_after(self, step: int) -> None:
         """Keep only the lines of steps <= ``step`` (used when resuming, so each step appears once)."""
@@ -31,14 +148,13 @@ class MetricsLog:
 
     def write(self, row: dict[str, Any]) -> None:
         append_jsonl(self.path, row)
-        if self._tb is not None:
-            for key, value in row.items():
-                if key != "step" and isinstance(value, (int, float)):
-                    self._tb.add_scalar(key, value, row["step"])
+        for logger in self.loggers:
+            logger.log(row, row["step"])
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+        for logger in self.loggers:
+            logger.close()
+        self.loggers = []
 
 
 def _step_of(line: str) -> int | None:

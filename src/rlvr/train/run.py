@@ -24,7 +24,7 @@ from rlvr.train.checkpoint import (
     set_rng_state,
 )
 from rlvr.train.manifest import write_manifest
-from rlvr.train.metrics import MetricsLog
+from rlvr.train.metrics import LoggerUnavailable, MetricsLog, check_loggers
 from rlvr.train.parts import PartContext, build_parts
 from rlvr.verifiers import default_runner
 from rlvr.verifiers.compose import parse_spec
@@ -115,11 +115,14 @@ def prepare_run_dir(cfg: Config, resume: bool) -> None:
         probe.unlink()
     except OSError as exc:
         raise RunSetupError(f"train.out={run_dir}: cannot write there ({exc.strerror or exc})") from None
-    if cfg.train.tensorboard:
-        try:
-            import torch.utils.tensorboard  # noqa: F401
-        except ImportError:
-            raise RunSetupError("train.tensorboard=true needs the tensorboard package: pip install 'rlvr[tensorboard]'") from None
+    try:
+        check_loggers(loggers_of(cfg))
+    except LoggerUnavailable as exc:
+        raise RunSetupError(str(exc)) from None
+
+
+def loggers_of(cfg: Config) -> list[str]:
+    return list(dict.fromkeys([*cfg.train.loggers, *(["tensorboard"] if cfg.train.tensorboard else [])]))
 
 
 class TrainingDiverged(RuntimeError):
@@ -207,7 +210,7 @@ class TrainingRun:
         remove_partial_checkpoints(self.dir)  # what a kill during a save left behind
         save_config(cfg, self.dir / "config.yaml")
         write_manifest(self.dir, cfg, resumed_from=checkpoint)
-        self.log = MetricsLog(self.dir, tensorboard=cfg.train.tensorboard)
+        self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
         self.reward_runner = default_runner()
         self.reward_runner.reset_stats()
         # counters that continue across a resume: reward-runner failures so far, non-finite steps in a row
