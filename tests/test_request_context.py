@@ -3,6 +3,8 @@ get them in training, evaluation and the adapters, through the one generate-and-
 
 from __future__ import annotations
 
+import pytest
+
 from rlvr.config import config_from_dict
 from rlvr.rollout.episodes import Scoring, score_requests
 from rlvr.tasks import Task
@@ -37,3 +39,26 @@ def test_training_rewards_see_the_prompt_and_meta(tiny_model_dir, tmp_path):
     SEEN.clear()
     rows = read_metrics(train(cfg))
     assert len(SEEN) == 4 and rows[0]["verifier_score_mean"] == 1.0
+
+
+def test_policy_rewards_are_added_in_training(tiny_model_dir, tmp_path):
+    """reward.policy adds rewards computed from the policy (here RLPR's reference probability and
+    self-certainty) to the verifier's, each logged as reward/<name>; the total is their weighted sum."""
+    cfg = config_from_dict({"model": {"path": str(tiny_model_dir)},
+                            "data": {"train": "arithmetic:train:digits=1", "prompts_per_step": 2},
+                            "rollout": {"group_size": 2, "max_new_tokens": 3},
+                            "reward": {"policy": [{"source": "rlpr", "weight": 0.5},
+                                                  {"source": "self_certainty", "weight": 0.1, "name": "certainty"}]},
+                            "train": {"steps": 2, "out": str(tmp_path / "run"), "progress": False}})
+    rows = read_metrics(train(cfg))
+    for r in rows:
+        expected = r["verifier_score_mean"] + 0.5 * r["reward/rlpr"] + 0.1 * r["reward/certainty"]
+        assert r["reward_mean"] == pytest.approx(expected, abs=1e-5)
+        assert 0.0 <= r["reward/rlpr"] <= 1.0 and r["reward/certainty"] > 0
+
+
+def test_an_unknown_policy_reward_source_is_a_config_error():
+    from rlvr.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown reward source 'rlrp'; known: .*rlpr"):
+        config_from_dict({"reward": {"policy": [{"source": "rlrp"}]}})

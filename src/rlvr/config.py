@@ -101,6 +101,7 @@ class AlgoConfig:
 @dataclass
 class RewardConfig:
     terms: list = field(default_factory=list)  # composed reward terms (rlvr.verifiers.compose); empty = the task verifier alone
+    policy: list = field(default_factory=list)  # rewards from the policy (rlvr.rewards): [{source, weight, options}]
 
 
 @dataclass
@@ -384,6 +385,8 @@ def _build(values: dict, sources: dict) -> Config:
         where = sources.get("algo.overlong_buffer_frac", "<config>")
         raise ConfigError(f"{where}: algo.overlong_buffer_frac: the reward terms already have an overlong term; "
                           "use one of the two, not both (they would penalise length twice)")
+    if cfg.reward.policy:
+        _check_policy_rewards(cfg.reward.policy, sources.get("reward.policy", "<config>"))
     if cfg.reward.terms:
         from rlvr.verifiers.compose import RewardSpecError, parse_spec
 
@@ -392,6 +395,20 @@ def _build(values: dict, sources: dict) -> Config:
         except RewardSpecError as exc:
             raise ConfigError(f"{sources.get('reward.terms', '<config>')}: {exc}") from None
     return cfg
+
+
+def _check_policy_rewards(terms: list, where: str) -> None:
+    from rlvr.rewards import reward_source_names
+
+    for i, term in enumerate(terms):
+        if not isinstance(term, dict) or "source" not in term:
+            raise ConfigError(f"{where}: reward.policy[{i}]: expected {{source: NAME, weight: W, options: {{...}}}}")
+        unknown = set(term) - {"source", "weight", "options", "name"}
+        if unknown:
+            raise ConfigError(f"{where}: reward.policy[{i}]: unknown key(s) {', '.join(sorted(unknown))}")
+        if term["source"] not in reward_source_names():
+            raise ConfigError(f"{where}: reward.policy[{i}]: unknown reward source {term['source']!r}; known: "
+                              f"{', '.join(reward_source_names())}")
 
 
 def validate_algo_names(cfg: Config, sources: Mapping[str, str] | None = None) -> None:

@@ -17,7 +17,7 @@ from rlvr.algos import advantages
 from rlvr.config import Config
 from rlvr.train.learner import learn, prepare_experience
 from rlvr.progress import progress_bar
-from rlvr.train.rollouts import collect_rollouts, greedy_baseline
+from rlvr.train.rollouts import add_policy_rewards, collect_rollouts, greedy_baseline
 from rlvr.train.run import TrainingDiverged, TrainingRun, seed_everything  # noqa: F401  (public names)
 from rlvr.verifiers import Verdict
 
@@ -34,6 +34,8 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
                 prompt_policy=run.prompt_policy,
             )
+            if cfg.reward.policy:  # rewards from the policy itself (rlvr.rewards), added to the verifiers'
+                collected.update(add_policy_rewards(samples, cfg.reward.policy, run.model, run.tokenizer))
             rewards = torch.tensor(samples.rewards, dtype=torch.float32, device=samples.batch.response_ids.device)
             baseline = None
             if "baseline_rewards" in advantages.needs(cfg.algo.advantage):

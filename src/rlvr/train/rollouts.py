@@ -60,3 +60,42 @@ def greedy_baseline(engine, tokenizer, samples: ScoredSamples, params: SamplingP
     )
     per_group = torch.tensor(greedy.rewards, device=group.device)
     return per_group[torch.searchsorted(torch.unique(group, sorted=True), group)]
+
+
+def add_policy_rewards(samples: ScoredSamples, terms: list[dict], model, tokenizer) -> dict[str, float]:
+    """Rewards computed from the policy (rlvr.rewards: RLPR, VeriFree, self-certainty, ...) added to each row's
+    reward with their weights (``reward.policy``); each term's mean is logged as ``reward/<name>``. The reference
+    answer is tokenized for the sources that score it; the verifier's extracted answers serve the voting ones."""
+    from rlvr.rewards import PolicyBatch, compute
+
+    batch = samples.batch
+    device = batch.response_ids.device
+    refs = [tokenizer(str(t.reference), add_special_tokens=False)["input_ids"] for t in samples.tasks]
+    width = max(1, max(len(r) for r in refs))
+    reference_ids = torch.full((len(refs), width), tokenizer.pad_token_id, dtype=torch.long, device=device)
+    reference_mask = torch.zeros((len(refs), width), dtype=torch.long, device=device)
+    for i, r in enumerate(refs):
+        reference_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        reference_mask[i, : len(r)] = 1
+    policy_batch = PolicyBatch(batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask,
+                               batch.group_index, reference_ids=reference_ids, reference_mask=reference_mask,
+                               answers=[v.extracted for v in samples.verdicts])
+
+    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+
+    was_training = model.training
+    model.eval()
+    metrics = {}
+    try:
+        for term in terms:
+            name = term.get("name", term["source"])
+            values = compute(term["source"], policy_batch, forward, **term.get("options", {}))
+            weight = float(term.get("weight", 1.0))
+            samples.rewards = [r + weight * float(v) for r, v in zip(samples.rewards, values.tolist())]
+            samples.components[name] = values.tolist()
+            metrics[f"reward/{name}"] = float(values.mean())
+    finally:
+        model.train(was_training)
+    return metrics
