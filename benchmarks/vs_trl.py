@@ -6,7 +6,9 @@ The workload (identical for both): a Llama-family model with a character vocabul
 saved as a Hugging Face folder (6m: hidden 256, 6 layers, 4 heads, tied embeddings, ~6M parameters; 25m:
 hidden 512, 6 layers, 8 heads, ~25M), 512 prompts like "37+58=", reward = exact match of the completion's
 first line; per step 8 prompts x 8 samples, at most 32 new tokens, temperature 1.0, no KL term (no
-reference model), one optimizer update, learning rate 1e-5, float32, 2 torch threads.
+reference model), learning rate 1e-5, float32, 2 torch threads; either one optimizer update per rollout batch
+("single") or DAPO's structure scaled to this batch ("dapo": 4 mini-batch updates of 16 completions each, clip
+0.2/0.28; rlvr algo.mini_batches=4, TRL steps_per_generation=4 with per_device_train_batch_size=16).
 
 Each trainer runs as its own process for 3 and for 13 steps; seconds per step = (time for 13 - time for 3)
 / 10, so start-up, model loading and the final save cancel out. The two trainers are run alternately,
@@ -40,14 +42,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 model_dir, data_path, steps, threads, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+updates = int(sys.argv[6])  # optimizer steps per generation batch of 64 completions (steps_per_generation)
 rows = [json.loads(line) for line in open(data_path)]
 
 def exact_first_line(prompts, completions, reference, **_):
     return [float(c.strip().split("\n")[0].strip() == str(r)) for c, r in zip(completions, reference)]
 
 config = GRPOConfig(
-    output_dir=out, per_device_train_batch_size=64, num_generations=8, max_completion_length=32,
-    temperature=1.0, beta=0.0, learning_rate=1e-5, max_steps=steps, use_cpu=True, bf16=False, fp16=False,
+    output_dir=out, per_device_train_batch_size=64 // updates, steps_per_generation=updates, num_generations=8,
+    max_completion_length=32, temperature=1.0, beta=0.0, learning_rate=1e-5, max_steps=steps * updates,
+    epsilon=0.2, epsilon_high=0.28 if updates > 1 else 0.2, use_cpu=True, bf16=False, fp16=False,
     report_to=[], logging_steps=1, save_strategy="no", dataloader_num_workers=0, seed=0,
 )
 trainer = GRPOTrainer(
@@ -56,7 +60,7 @@ trainer = GRPOTrainer(
     reward_funcs=[exact_first_line], args=config, train_dataset=datasets.Dataset.from_list(rows),
 )
 trainer.train()
-assert trainer.state.global_step == steps
+assert trainer.state.global_step == steps * updates
 '''
 
 
@@ -74,20 +78,26 @@ def build_workload(workdir: Path, size: str) -> tuple[Path, Path]:
     return model_dir, data
 
 
-def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path) -> list[str]:
+# update structures compared: optimizer steps per rollout batch of 8 prompts x 8 samples
+STRUCTURES = {"single": 1, "dapo": 4}
+
+
+def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path, updates: int = 1) -> list[str]:
     root = Path(__file__).resolve().parent.parent
+    dapo = [f"algo.mini_batches={updates}", "algo.clip_high=0.28"] if updates > 1 else []
     return [
         sys.executable, "-m", "rlvr.cli", "train", str(root / "examples" / "arithmetic.yaml"),
         f"model.path={model_dir}", f"data.train={data}", "data.verifier=exact",
         "data.verifier_options={first_line: true}", "data.prompts_per_step=8", "rollout.group_size=8",
         "rollout.max_new_tokens=32", "rollout.temperature=1.0", "algo.kl_coef=0", "train.lr=1e-5",
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
-        f"train.out={out}",
+        f"train.out={out}", *dapo,
     ]
 
 
-def trl_command(script: Path, model_dir: Path, data: Path, steps: int, threads: int, out: Path) -> list[str]:
-    return [sys.executable, str(script), str(model_dir), str(data), str(steps), str(threads), str(out)]
+def trl_command(script: Path, model_dir: Path, data: Path, steps: int, threads: int, out: Path,
+                updates: int = 1) -> list[str]:
+    return [sys.executable, str(script), str(model_dir), str(data), str(steps), str(threads), str(out), str(updates)]
 
 
 def timed(cmd: list[str], threads: int) -> float:
@@ -112,6 +122,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--sizes", default="6m,25m")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--structures", default="single,dapo",
+                        help="update structures: single (one optimizer step per rollout batch) and dapo (4 mini-batch "
+                             "steps per rollout batch: rlvr algo.mini_batches=4, TRL steps_per_generation=4)")
     parser.add_argument("--workdir", help="where models, data and runs go (default: a temporary folder)")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-vs-trl-"))
@@ -124,21 +137,26 @@ def main() -> None:
 
     print(f"rlvr {rlvr.__version__} vs trl {trl.__version__}; {args.threads} torch threads; "
           f"seconds per step = (time for {LONG} steps - time for {SHORT}) / {LONG - SHORT}, median of {args.pairs} pairs")
-    print(f"{'model':>6} {'params':>8} {'TRL s/step':>11} {'rlvr s/step':>12} {'ratio':>6}   pairs (TRL, rlvr)")
+    print("a step = one rollout batch (generation, rewards and all its optimizer updates)")
+    print(f"{'model':>6} {'params':>8} {'updates':>8} {'TRL s/step':>11} {'rlvr s/step':>12} {'ratio':>6}   pairs (TRL, rlvr)")
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         model_dir, data = build_workload(workdir, size)
         from transformers import AutoModelForCausalLM
 
         params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
-        theirs, ours = [], []
-        for i in range(args.pairs):
-            theirs.append(seconds_per_step(lambda n, out: trl_command(script, model_dir, data, n, args.threads, out),
-                                           args.threads, workdir, f"trl-{size}-{i}"))
-            ours.append(seconds_per_step(lambda n, out: rlvr_command(model_dir, data, n, args.threads, out),
-                                         args.threads, workdir, f"rlvr-{size}-{i}"))
-        t, o = statistics.median(theirs), statistics.median(ours)
-        pairs = ", ".join(f"({a:.2f}, {b:.2f})" for a, b in zip(theirs, ours))
-        print(f"{size:>6} {params / 1e6:7.1f}M {t:11.3f} {o:12.3f} {t / o:5.1f}x   {pairs}", flush=True)
+        for structure in [s.strip() for s in args.structures.split(",") if s.strip()]:
+            updates = STRUCTURES[structure]
+            theirs, ours = [], []
+            for i in range(args.pairs):
+                theirs.append(seconds_per_step(
+                    lambda n, out: trl_command(script, model_dir, data, n, args.threads, out, updates),
+                    args.threads, workdir, f"trl-{size}-{structure}-{i}"))
+                ours.append(seconds_per_step(
+                    lambda n, out: rlvr_command(model_dir, data, n, args.threads, out, updates),
+                    args.threads, workdir, f"rlvr-{size}-{structure}-{i}"))
+            t, o = statistics.median(theirs), statistics.median(ours)
+            pairs = ", ".join(f"({a:.2f}, {b:.2f})" for a, b in zip(theirs, ours))
+            print(f"{size:>6} {params / 1e6:7.1f}M {updates:>8} {t:11.3f} {o:12.3f} {t / o:5.1f}x   {pairs}", flush=True)
 
 
 if __name__ == "__main__":
