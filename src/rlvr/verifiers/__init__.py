@@ -20,6 +20,7 @@ from rlvr.verifiers import grounding as _grounding  # noqa: F401  (registers "gr
 from rlvr.verifiers import ifeval as _ifeval  # noqa: F401
 from rlvr.verifiers import math as _math  # noqa: F401
 from rlvr.verifiers import code as _code  # noqa: F401  (registers "code")
+from rlvr.verifiers import reasoning_gym as _reasoning_gym  # noqa: F401  (registers "reasoning_gym")
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import UnknownVerifierError, get_verifier, register_verifier, verifier_names
 from rlvr.verifiers.runner import (

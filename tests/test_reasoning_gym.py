@@ -1,0 +1,109 @@
+"""reasoning-gym as a task source: specs parse and generate locally, and the "reasoning_gym" verifier gives
+exactly the score of the generating dataset's own scorer on the same answers."""
+
+import pytest
+
+rg = pytest.importorskip("reasoning_gym")
+
+from rlvr.tasks import DataError, load_tasks  # noqa: E402
+from rlvr.tasks.reasoning_gym import INSTRUCTION, parse_spec  # noqa: E402
+from rlvr.verifiers import Status, verify  # noqa: E402
+from rlvr.verifiers.reasoning_gym import extract_answer, reasoning_gym_verifier  # noqa: E402
+
+# a few generators with different scorers: exact match, numeric, set/list comparisons, word games
+NAMES = ["basic_arithmetic", "chain_sum", "leg_counting", "word_sorting", "spell_backward", "letter_counting",
+         "gcd", "fraction_simplification", "number_sorting", "propositional_logic"]
+
+
+def candidates(entry):
+    """Answers to score: right, wrong, near misses, padded, and junk."""
+    gold = str(entry["answer"])
+    return [gold, gold + " ", gold.upper(), gold[:-1], gold + gold, f"The answer is {gold}", "", "banana", "0",
+            " ".join(str(i) for i in range(-20, 21)), entry["question"][-40:]]
+
+
+def test_spec_parsing():
+    names, own, per = parse_spec("reasoning_gym:chain_sum,gcd:size=7,seed=3,instruction=0,gcd.max_value=50")
+    assert names == ["chain_sum", "gcd"] and own == {"size": 7, "seed": 3, "instruction": 0}
+    assert per == {"chain_sum": {}, "gcd": {"max_value": 50}}
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("reasoning_gym:", "expected reasoning_gym:NAME"),
+        ("reasoning_gym:chain_sum:size=x", "size must be an integer"),
+        ("reasoning_gym:chain_sum:size=0", "size must be >= 1"),
+        ("reasoning_gym:chain_sum:colour=red", "unknown option 'colour'"),
+        ("reasoning_gym:chain_sum:gcd.max_value=3", "is for 'gcd', which is not one of chain_sum"),
+        ("reasoning_gym:no_such_thing", "reasoning-gym has no dataset 'no_such_thing'"),
+        ("reasoning_gym:chain_sum:chain_sum.no_such_option=1", "dataset 'chain_sum': bad options"),
+        ("reasoning_gym:chain_sum,chain_sum", "named twice"),
+    ],
+)
+def test_bad_specs(spec, message):
+    with pytest.raises(DataError, match=message):
+        load_tasks(spec)
+
+
+def test_tasks_are_seeded_and_carry_source_and_verifier():
+    tasks = load_tasks("reasoning_gym:chain_sum,leg_counting:size=5,seed=4")
+    again = load_tasks("reasoning_gym:chain_sum,leg_counting:size=5,seed=4")
+    other = load_tasks("reasoning_gym:chain_sum,leg_counting:size=5,seed=5")
+    assert tasks == again and [t.prompt for t in tasks] != [t.prompt for t in other]
+    assert [t.meta["source"] for t in tasks] == ["chain_sum"] * 5 + ["leg_counting"] * 5
+    assert all(t.verifier == "reasoning_gym" and t.prompt.endswith(INSTRUCTION) for t in tasks)
+    assert len({t.id for t in tasks}) == 10
+    plain = load_tasks("reasoning_gym:chain_sum:size=2,instruction=0", system_prompt="Answer in <answer> tags.")
+    assert plain[0].prompt[0] == {"role": "system", "content": "Answer in <answer> tags."}
+    assert not plain[0].prompt[1]["content"].endswith(INSTRUCTION)
+
+
+def test_dataset_options_reach_the_generator():
+    tasks = load_tasks("reasoning_gym:chain_sum:size=20,chain_sum.min_terms=4,chain_sum.max_terms=4")
+    assert all(t.reference["entry"]["metadata"]["num_terms"] == 4 for t in tasks)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scores_match_reasoning_gyms_own(name):
+    dataset = rg.create_dataset(name, size=8, seed=11)
+    checked = 0
+    for entry in dataset:
+        reference = {"dataset": name, "entry": entry}
+        for answer in candidates(entry):
+            own = dataset.score_answer(answer, entry)
+            verdict = reasoning_gym_verifier(f"thinking...\n<answer>{answer}</answer>", reference)
+            # reasoning-gym's extraction strips the answer; an empty tag is "no answer" to both
+            expected = dataset.score_answer(extract_answer(f"<answer>{answer}</answer>"), entry)
+            assert verdict.score == pytest.approx(expected), (name, answer, own)
+            assert verdict.status == (Status.CORRECT if expected >= 1 else Status.INCORRECT if expected <= 0
+                                      else Status.PARTIAL)
+            checked += 1
+        if entry["answer"] is not None:  # propositional_logic has no single gold answer; its scorer checks validity
+            assert reasoning_gym_verifier(f"<answer>{entry['answer']}</answer>", reference).score == 1.0
+    assert checked == 8 * len(candidates(dataset[0]))
+
+
+def test_extraction_takes_the_last_answer_block_and_raw_mode_takes_all():
+    entry = rg.create_dataset("chain_sum", size=1, seed=0)[0]
+    reference = {"dataset": "chain_sum", "entry": entry}
+    gold = entry["answer"]
+    assert reasoning_gym_verifier(f"<answer>999999</answer> no, <answer>{gold}</answer>", reference).score == 1.0
+    assert reasoning_gym_verifier(f"<answer>{gold}</answer> no, <answer>999999</answer>", reference).score == 0.0
+    assert reasoning_gym_verifier(gold, reference, extract="raw").score == 1.0
+    missing = reasoning_gym_verifier(gold, reference)
+    assert missing.status == Status.UNDECIDABLE and missing.reason == "no_answer_found"
+
+
+def test_bad_references_and_options_are_errors_not_exceptions():
+    assert reasoning_gym_verifier("<answer>1</answer>", {"dataset": "nope", "entry": {}}).reason == "bad_reference"
+    assert reasoning_gym_verifier("<answer>1</answer>", "1").reason == "bad_reference"
+    entry = rg.create_dataset("chain_sum", size=1, seed=0)[0]
+    assert reasoning_gym_verifier("x", {"dataset": "chain_sum", "entry": entry}, extract="boxed").reason == "bad_options"
+
+
+def test_through_the_runner_in_a_worker_process():
+    [task] = load_tasks("reasoning_gym:basic_arithmetic:size=1,seed=2")
+    good = verify("reasoning_gym", f"<answer>{task.reference['entry']['answer']}</answer>", task.reference)
+    bad = verify("reasoning_gym", "<answer>banana</answer>", task.reference)
+    assert (good.score, good.status, bad.score, bad.status) == (1.0, Status.CORRECT, 0.0, Status.INCORRECT)
