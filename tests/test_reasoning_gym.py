@@ -95,6 +95,24 @@ def test_extraction_takes_the_last_answer_block_and_raw_mode_takes_all():
     assert missing.status == Status.UNDECIDABLE and missing.reason == "no_answer_found"
 
 
+def test_binary_drops_the_partial_credit_of_padded_answers():
+    entry = rg.create_dataset("chain_sum", size=1, seed=0)[0]
+    reference = {"dataset": "chain_sum", "entry": entry}
+    padded = f"<answer>{entry['answer']} or 12345</answer>"
+    assert 0 < reasoning_gym_verifier(padded, reference).score < 1
+    dropped = reasoning_gym_verifier(padded, reference, binary=True)
+    assert dropped.score == 0.0 and dropped.status == Status.INCORRECT and dropped.details["raw_score"] > 0
+    assert reasoning_gym_verifier(f"<answer>{entry['answer']}</answer>", reference, binary=True).score == 1.0
+
+
+def test_audit_finds_the_scorer_that_credits_any_answer():
+    from rlvr.tasks.reasoning_gym_audit import audit
+
+    halting, chain = audit(["game_of_life_halting", "chain_sum"], size=5)
+    assert "junk" in halting["gamed_by"] and halting["mean"]["junk"] == 1.0  # bool("banana") == bool("False")
+    assert chain["gamed_by"] == [] and "hedge" in chain["leaks"] and chain["mean"]["gold"] == 1.0
+
+
 def test_bad_references_and_options_are_errors_not_exceptions():
     assert reasoning_gym_verifier("<answer>1</answer>", {"dataset": "nope", "entry": {}}).reason == "bad_reference"
     assert reasoning_gym_verifier("<answer>1</answer>", "1").reason == "bad_reference"

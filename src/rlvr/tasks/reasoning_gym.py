@@ -8,7 +8,8 @@ Options, after the second colon, are ``key=value`` pairs separated by commas:
     instruction=0|1   append the line asking for the answer in <answer> tags (default 1)
     NAME.key=value    one option of dataset NAME's reasoning-gym config (e.g. chain_sum.max_terms=3)
 Each task is checked by the "reasoning_gym" verifier with the dataset's own scorer; ``meta["source"]`` is
-the dataset's name, so mixtures and per-source metrics see each generator separately.
+the dataset's name, so mixtures and per-source metrics see each generator separately, and
+``meta["completion"]`` is the gold answer in its tags, the target of ``rlvr sft``.
 """
 
 from __future__ import annotations
@@ -97,11 +98,9 @@ def load_reasoning_gym(spec: str) -> list[Task]:
         for index, entry in enumerate(dataset):
             question = entry["question"]
             prompt = f"{question}\n{INSTRUCTION}" if own["instruction"] else question
-            tasks.append(Task(
-                prompt=prompt,
-                reference={"dataset": name, "entry": entry},
-                id=f"rg:{name}:{own['seed']}:{index}",
-                verifier="reasoning_gym",
-                meta={"source": name},
-            ))
+            meta: dict[str, Any] = {"source": name}
+            if entry.get("answer") is not None:  # a target response for `rlvr sft` (data.completion_field)
+                meta["completion"] = f"<answer>{entry['answer']}</answer>"
+            tasks.append(Task(prompt=prompt, reference={"dataset": name, "entry": entry},
+                              id=f"rg:{name}:{own['seed']}:{index}", verifier="reasoning_gym", meta=meta))
     return tasks

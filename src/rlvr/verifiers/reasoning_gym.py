@@ -5,7 +5,8 @@
 ``entry`` is the row reasoning-gym generated (question, answer, metadata); the score is exactly what the
 dataset's own ``score_answer(answer, entry)`` returns for the answer pulled from the response. By default the
 answer is the text of the last ``<answer>...</answer>`` block, as reasoning-gym's ``extract_answer`` takes it;
-``extract="raw"`` passes the whole response. Scorers are third-party code that parses model text, so they run
+``extract="raw"`` passes the whole response; ``binary=True`` turns partial credit into 0 (docs/data.md shows
+which scorers give partial credit to answers that merely contain the gold one). Scorers are third-party code that parses model text, so they run
 in the runner's supervised worker processes. Which scorers can be gamed is listed in docs/data.md.
 """
 
@@ -50,6 +51,7 @@ def reasoning_gym_verifier(
     reference: Any,
     *,
     extract: str = "answer_tag",
+    binary: bool = False,
     timeout_s: float | None = None,  # the runner's budget
 ) -> Verdict:
     """Score ``response`` with the scorer of ``reference["dataset"]`` (module docstring)."""
@@ -74,5 +76,7 @@ def reasoning_gym_verifier(
     except Exception as exc:  # a scorer that chokes on a strange answer gives that answer no credit
         return Verdict(0.0, Status.INCORRECT, "scorer_raised", answer, {"dataset": dataset, "error": repr(exc)[:300]})
     score = min(1.0, max(0.0, score))
+    if binary and score < 1.0:  # many scorers give partial credit to any answer containing the gold one
+        return Verdict(0.0, Status.INCORRECT, "reasoning_gym_partial_dropped", answer, {"dataset": dataset, "raw_score": score})
     status = Status.CORRECT if score >= 1.0 else Status.INCORRECT if score <= 0.0 else Status.PARTIAL
     return Verdict(score, status, f"reasoning_gym_{status.value}", answer, {"dataset": dataset})
