@@ -24,7 +24,8 @@ def candidates(entry):
 
 def test_spec_parsing():
     names, own, per = parse_spec("reasoning_gym:chain_sum,gcd:size=7,seed=3,instruction=0,gcd.max_value=50")
-    assert names == ["chain_sum", "gcd"] and own == {"size": 7, "seed": 3, "instruction": 0}
+    assert names == ["chain_sum", "gcd"]
+    assert own == {"size": 7, "seed": 3, "instruction": 0, "split": "all", "heldout_percent": 10}
     assert per == {"chain_sum": {}, "gcd": {"max_value": 50}}
 
 
@@ -39,6 +40,8 @@ def test_spec_parsing():
         ("reasoning_gym:no_such_thing", "reasoning-gym has no dataset 'no_such_thing'"),
         ("reasoning_gym:chain_sum:chain_sum.no_such_option=1", "dataset 'chain_sum': bad options"),
         ("reasoning_gym:chain_sum,chain_sum", "named twice"),
+        ("reasoning_gym:chain_sum:split=test", "split must be one of all, train, eval"),
+        ("reasoning_gym:chain_sum:heldout_percent=90", "heldout_percent must be in 1..50"),
     ],
 )
 def test_bad_specs(spec, message):
@@ -57,6 +60,18 @@ def test_tasks_are_seeded_and_carry_source_and_verifier():
     plain = load_tasks("reasoning_gym:chain_sum:size=2,instruction=0", system_prompt="Answer in <answer> tags.")
     assert plain[0].prompt[0] == {"role": "system", "content": "Answer in <answer> tags."}
     assert not plain[0].prompt[1]["content"].endswith(INSTRUCTION)
+
+
+def test_another_seed_is_not_held_out_but_the_eval_split_is():
+    seed1 = load_tasks("reasoning_gym:chain_sum:size=50,seed=1")
+    seed2 = load_tasks("reasoning_gym:chain_sum:size=50,seed=2")
+    shared = {t.prompt for t in seed1} & {t.prompt for t in seed2}
+    assert len(shared) >= 45  # reasoning-gym seeds entry i with seed + i: seed 2 is seed 1 shifted by one
+    train = load_tasks("reasoning_gym:chain_sum,spell_backward:size=300,seed=1,split=train")
+    held_out = load_tasks("reasoning_gym:chain_sum,spell_backward:size=30,seed=2,split=eval")
+    assert len(train) == 600 and len(held_out) == 60
+    assert not {t.prompt for t in train} & {t.prompt for t in held_out}
+    assert len({t.id for t in train + held_out}) == 660
 
 
 def test_dataset_options_reach_the_generator():

@@ -4,16 +4,22 @@
 
 Options, after the second colon, are ``key=value`` pairs separated by commas:
     size=N            tasks per dataset (default 100)
-    seed=S            generator seed (default 0); pick another seed for held-out tasks
+    seed=S            generator seed (default 0)
+    split=all|train|eval   keep only questions whose hash falls in the training or the held-out bucket
+                      (default all); train and eval never share a question, whatever their seeds
+    heldout_percent=P the held-out bucket's share of questions (default 10)
     instruction=0|1   append the line asking for the answer in <answer> tags (default 1)
     NAME.key=value    one option of dataset NAME's reasoning-gym config (e.g. chain_sum.max_terms=3)
-Each task is checked by the "reasoning_gym" verifier with the dataset's own scorer; ``meta["source"]`` is
+A different seed is NOT a held-out set: reasoning-gym draws entry i of seed s from Random(s + i), so seed 2
+repeats seed 1's entries shifted by one. Use split=train and split=eval (``rlvr data stats --eval`` shows
+the overlap). Each task is checked by the "reasoning_gym" verifier with the dataset's own scorer; ``meta["source"]`` is
 the dataset's name, so mixtures and per-source metrics see each generator separately, and
 ``meta["completion"]`` is the gold answer in its tags, the target of ``rlvr sft``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -21,7 +27,8 @@ from rlvr.tasks.base import DataError, Task
 
 PREFIX = "reasoning_gym"
 INSTRUCTION = "Put only your final answer between <answer> and </answer>."
-_OWN_KEYS = ("size", "seed", "instruction")
+_OWN_KEYS = ("size", "seed", "instruction", "split", "heldout_percent")
+SPLITS = ("all", "train", "eval")
 
 
 def _value(text: str) -> Any:
@@ -43,7 +50,7 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
         raise DataError(f"{spec!r}: no dataset names (expected reasoning_gym:NAME[,NAME...])")
     if len(set(names)) != len(names):
         raise DataError(f"{spec!r}: a dataset is named twice")
-    own: dict[str, Any] = {"size": 100, "seed": 0, "instruction": 1}
+    own: dict[str, Any] = {"size": 100, "seed": 0, "instruction": 1, "split": "all", "heldout_percent": 10}
     per: dict[str, dict[str, Any]] = {name: {} for name in names}
     for item in filter(None, (i.strip() for i in options_text.split(","))):
         key, eq, value = item.partition("=")
@@ -55,6 +62,10 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
             if name not in per:
                 raise DataError(f"{spec!r}: option {key!r} is for {name!r}, which is not one of {', '.join(names)}")
             per[name][option] = _value(value.strip())
+        elif key == "split":
+            if value.strip() not in SPLITS:
+                raise DataError(f"{spec!r}: split must be one of {', '.join(SPLITS)}, got {value!r}")
+            own["split"] = value.strip()
         elif key in _OWN_KEYS:
             try:
                 own[key] = int(value)
@@ -64,7 +75,15 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
             raise DataError(f"{spec!r}: unknown option {key!r}; known: {', '.join(_OWN_KEYS)} and NAME.key")
     if own["size"] < 1:
         raise DataError(f"{spec!r}: size must be >= 1, got {own['size']}")
+    if not 1 <= own["heldout_percent"] <= 50:
+        raise DataError(f"{spec!r}: heldout_percent must be in 1..50, got {own['heldout_percent']}")
     return names, own, per
+
+
+def split_of(question: str, heldout_percent: int) -> str:
+    """"eval" when the question's hash falls in the held-out bucket, else "train" (as arithmetic.py splits)."""
+    bucket = int.from_bytes(hashlib.sha256(question.encode()).digest()[:4], "big") % 100
+    return "eval" if bucket < heldout_percent else "train"
 
 
 def _reasoning_gym(spec: str):
@@ -91,11 +110,21 @@ def load_reasoning_gym(spec: str) -> list[Task]:
     for name in names:
         if name not in known:
             raise DataError(f"{spec!r}: reasoning-gym has no dataset {name!r}; known: {', '.join(known)}")
+        split, percent = own["split"], own["heldout_percent"]
+        # enough entries for the wanted split, whose share of questions is about `percent` (or 100 - percent)
+        share = 100 if split == "all" else percent if split == "eval" else 100 - percent
+        pool = own["size"] * 100 // share * 3 + 100
         try:
-            dataset = rg.create_dataset(name, size=own["size"], seed=own["seed"], **per[name])
+            dataset = rg.create_dataset(name, size=pool if split != "all" else own["size"], seed=own["seed"], **per[name])
         except (TypeError, ValueError, AssertionError) as exc:
             raise DataError(f"{spec!r}: dataset {name!r}: bad options {per[name]}: {exc}") from None
+        kept = 0
         for index, entry in enumerate(dataset):
+            if kept == own["size"]:
+                break
+            if split != "all" and split_of(entry["question"], percent) != split:
+                continue
+            kept += 1
             question = entry["question"]
             prompt = f"{question}\n{INSTRUCTION}" if own["instruction"] else question
             meta: dict[str, Any] = {"source": name}
@@ -103,4 +132,6 @@ def load_reasoning_gym(spec: str) -> list[Task]:
                 meta["completion"] = f"<answer>{entry['answer']}</answer>"
             tasks.append(Task(prompt=prompt, reference={"dataset": name, "entry": entry},
                               id=f"rg:{name}:{own['seed']}:{index}", verifier="reasoning_gym", meta=meta))
+        if kept < own["size"]:
+            raise DataError(f"{spec!r}: dataset {name!r} gave only {kept} {split} questions of the {own['size']} asked")
     return tasks
