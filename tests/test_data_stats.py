@@ -47,8 +47,10 @@ def test_self_check_catches_references_the_verifier_rejects(tmp_path):
 
 def test_reasoning_gym_self_check_uses_the_tagged_completion():
     pytest.importorskip("reasoning_gym")
-    stats = data_stats(load_tasks("reasoning_gym:chain_sum:size=6"), self_check=6)
+    tasks = load_tasks("reasoning_gym:chain_sum:size=6")
+    stats = data_stats(tasks, self_check=6)
     assert stats["verifiers"]["reasoning_gym"]["reference_passes"] == {"checked": 6, "passed": 6}
+    assert stats["reference_length"]["chars"]["p100"] == max(len(t.reference["entry"]["answer"]) for t in tasks)
 
 
 def test_cli_prints_and_writes_json(tmp_path, capsys):

@@ -25,7 +25,8 @@ def candidates(entry):
 def test_spec_parsing():
     names, own, per = parse_spec("reasoning_gym:chain_sum,gcd:size=7,seed=3,instruction=0,gcd.max_value=50")
     assert names == ["chain_sum", "gcd"]
-    assert own == {"size": 7, "seed": 3, "instruction": 0, "split": "all", "heldout_percent": 10}
+    assert own == {"size": 7, "seed": 3, "instruction": 0, "split": "all", "heldout_percent": 10, "binary": 0,
+                   "timeout_s": 30}
     assert per == {"chain_sum": {}, "gcd": {"max_value": 50}}
 
 
@@ -136,7 +137,9 @@ def test_bad_references_and_options_are_errors_not_exceptions():
 
 
 def test_through_the_runner_in_a_worker_process():
-    [task] = load_tasks("reasoning_gym:basic_arithmetic:size=1,seed=2")
-    good = verify("reasoning_gym", f"<answer>{task.reference['entry']['answer']}</answer>", task.reference)
-    bad = verify("reasoning_gym", "<answer>banana</answer>", task.reference)
+    [task] = load_tasks("reasoning_gym:basic_arithmetic:size=1,seed=2,binary=1")
+    assert task.verifier_options == {"timeout_s": 30.0, "binary": True}  # a cold worker imports reasoning-gym first
+    good = verify("reasoning_gym", f"<answer>{task.reference['entry']['answer']}</answer>", task.reference,
+                  **task.verifier_options)
+    bad = verify("reasoning_gym", "<answer>banana</answer>", task.reference, **task.verifier_options)
     assert (good.score, good.status, bad.score, bad.status) == (1.0, Status.CORRECT, 0.0, Status.INCORRECT)

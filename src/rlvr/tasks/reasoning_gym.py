@@ -9,6 +9,9 @@ Options, after the second colon, are ``key=value`` pairs separated by commas:
                       (default all); train and eval never share a question, whatever their seeds
     heldout_percent=P the held-out bucket's share of questions (default 10)
     instruction=0|1   append the line asking for the answer in <answer> tags (default 1)
+    binary=0|1        the verifier gives partial credit as 0 (default 0; see docs/data.md)
+    timeout_s=T       the verifier's time budget per call (default 30: a reward worker's first call imports
+                      reasoning-gym and builds the scorer, which takes seconds on a busy machine)
     NAME.key=value    one option of dataset NAME's reasoning-gym config (e.g. chain_sum.max_terms=3)
 A different seed is NOT a held-out set: reasoning-gym draws entry i of seed s from Random(s + i), so seed 2
 repeats seed 1's entries shifted by one. Use split=train and split=eval (``rlvr data stats --eval`` shows
@@ -27,7 +30,7 @@ from rlvr.tasks.base import DataError, Task
 
 PREFIX = "reasoning_gym"
 INSTRUCTION = "Put only your final answer between <answer> and </answer>."
-_OWN_KEYS = ("size", "seed", "instruction", "split", "heldout_percent")
+_OWN_KEYS = ("size", "seed", "instruction", "split", "heldout_percent", "binary", "timeout_s")
 SPLITS = ("all", "train", "eval")
 
 
@@ -50,7 +53,8 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
         raise DataError(f"{spec!r}: no dataset names (expected reasoning_gym:NAME[,NAME...])")
     if len(set(names)) != len(names):
         raise DataError(f"{spec!r}: a dataset is named twice")
-    own: dict[str, Any] = {"size": 100, "seed": 0, "instruction": 1, "split": "all", "heldout_percent": 10}
+    own: dict[str, Any] = {"size": 100, "seed": 0, "instruction": 1, "split": "all", "heldout_percent": 10,
+                           "binary": 0, "timeout_s": 30}
     per: dict[str, dict[str, Any]] = {name: {} for name in names}
     for item in filter(None, (i.strip() for i in options_text.split(","))):
         key, eq, value = item.partition("=")
@@ -73,6 +77,8 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
                 raise DataError(f"{spec!r}: {key} must be an integer, got {value!r}") from None
         else:
             raise DataError(f"{spec!r}: unknown option {key!r}; known: {', '.join(_OWN_KEYS)} and NAME.key")
+    if own["timeout_s"] < 1:
+        raise DataError(f"{spec!r}: timeout_s must be >= 1, got {own['timeout_s']}")
     if own["size"] < 1:
         raise DataError(f"{spec!r}: size must be >= 1, got {own['size']}")
     if not 1 <= own["heldout_percent"] <= 50:
@@ -118,6 +124,7 @@ def load_reasoning_gym(spec: str) -> list[Task]:
             dataset = rg.create_dataset(name, size=pool if split != "all" else own["size"], seed=own["seed"], **per[name])
         except (TypeError, ValueError, AssertionError) as exc:
             raise DataError(f"{spec!r}: dataset {name!r}: bad options {per[name]}: {exc}") from None
+        options = {"timeout_s": float(own["timeout_s"]), **({"binary": True} if own["binary"] else {})}
         kept = 0
         for index, entry in enumerate(dataset):
             if kept == own["size"]:
@@ -131,7 +138,8 @@ def load_reasoning_gym(spec: str) -> list[Task]:
             if entry.get("answer") is not None:  # a target response for `rlvr sft` (data.completion_field)
                 meta["completion"] = f"<answer>{entry['answer']}</answer>"
             tasks.append(Task(prompt=prompt, reference={"dataset": name, "entry": entry},
-                              id=f"rg:{name}:{own['seed']}:{index}", verifier="reasoning_gym", meta=meta))
+                              id=f"rg:{name}:{own['seed']}:{index}", verifier="reasoning_gym", meta=meta,
+                              verifier_options=options))
         if kept < own["size"]:
             raise DataError(f"{spec!r}: dataset {name!r} gave only {kept} {split} questions of the {own['size']} asked")
     return tasks

@@ -34,6 +34,9 @@ def normalized(prompt: Prompt) -> str:
 
 
 def reference_text(reference: Any) -> str:
+    """The reference as text; for a reasoning-gym entry, its gold answer rather than the whole generated row."""
+    if isinstance(reference, dict) and isinstance(reference.get("entry"), dict) and "dataset" in reference:
+        return str(reference["entry"].get("answer"))
     return reference if isinstance(reference, str) else json.dumps(reference, sort_keys=True, default=str)
 
 
