@@ -114,6 +114,7 @@ def written(path, data):
         (lambda p: written(p / "x.xlsx", b""), "unknown file type '.xlsx'"),
         (lambda p: written(p / "broken.parquet", b"not parquet"), "cannot read as parquet"),
         (lambda p: p / "saved_dict", "holds splits train, test; pick one"),
+        (lambda p: p, "is a directory, expected a data file or a folder written by datasets' save_to_disk"),
         (lambda p: f"{p / 'saved_dict'}@valid", "no split 'valid'"),
         (lambda p: f"{p / 't.parquet'}@train", "selects a split of a saved dataset folder"),
     ],

@@ -79,6 +79,9 @@ def iter_rows(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, Any
 
 
 def _load_saved(folder: str, split: str | None):
+    if not any((Path(folder) / name).is_file() for name in ("dataset_dict.json", "dataset_info.json", "state.json")):
+        raise DataError(f"{folder}: is a directory, expected a data file or a folder written by datasets' "
+                        "save_to_disk (it holds dataset_info.json or dataset_dict.json)")
     datasets = needs_datasets(folder)
     try:
         loaded = datasets.load_from_disk(folder)
