@@ -203,6 +203,7 @@ def test_resume_refuses_other_sources_or_task_counts():
         ("filter", {"skip_afterr": 2}, "unknown option 'skip_afterr'"),
         ("band", {"band_low": 0.9, "band_high": 0.1}, "band_low <= band_high"),
         ("replay", {"replay_frac": "half"}, "expected a number"),
+        ("filter", {"skip_after": 2.5}, "expected a whole number"),
     ],
 )
 def test_bad_rules_say_what_is_expected(name, options, message):

@@ -70,6 +70,8 @@ class CurriculumRules:
                 values[key] = str(value)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"data.curriculum_options.{key}: expected a number, got {value!r}")
+            elif isinstance(default, int) and value != int(value):
+                raise ValueError(f"data.curriculum_options.{key}: expected a whole number, got {value!r}")
             else:
                 values[key] = type(default)(value)
         rules = cls(frozenset(chosen), **values)
