@@ -27,6 +27,7 @@ def test_spec_parsing():
     assert names == ["chain_sum", "gcd"]
     assert own == {"size": 7, "seed": 3, "instruction": 0, "split": "all", "heldout_percent": 10, "binary": 0,
                    "timeout_s": 30}
+    assert parse_spec("reasoning_gym:gcd:levels=1-3")[1]["levels"] == [1, 2, 3]
     assert per == {"chain_sum": {}, "gcd": {"max_value": 50}}
 
 
@@ -73,6 +74,22 @@ def test_another_seed_is_not_held_out_but_the_eval_split_is():
     assert len(train) == 600 and len(held_out) == 60
     assert not {t.prompt for t in train} & {t.prompt for t in held_out}
     assert len({t.id for t in train + held_out}) == 660
+
+
+def test_levels_follow_reasoning_gyms_curriculum_and_label_difficulty():
+    tasks = load_tasks("reasoning_gym:chain_sum:size=30,levels=0-2,seed=1")
+    assert len(tasks) == 90 and len({t.id for t in tasks}) == 90
+    terms = {}
+    for task in tasks:
+        terms.setdefault(task.meta["difficulty"], []).append(task.reference["entry"]["metadata"]["num_terms"])
+    assert sorted(terms) == ["level_0", "level_1", "level_2"]
+    assert max(terms["level_0"]) == 2 and max(terms["level_1"]) <= 3 and max(terms["level_2"]) == 4
+    assert not {t.prompt for t in tasks if t.meta["difficulty"] == "level_0"} >= {
+        t.prompt for t in tasks if t.meta["difficulty"] == "level_1"}
+    pinned = load_tasks("reasoning_gym:chain_sum:size=5,levels=4,chain_sum.max_terms=2")
+    assert all(t.reference["entry"]["metadata"]["num_terms"] == 2 for t in pinned)  # a NAME.key option wins
+    with pytest.raises(DataError, match="levels must be A-B or A"):
+        load_tasks("reasoning_gym:chain_sum:levels=easy")
 
 
 def test_dataset_options_reach_the_generator():

@@ -12,7 +12,10 @@ Options, after the second colon, are ``key=value`` pairs separated by commas:
     binary=0|1        the verifier gives partial credit as 0 (default 0; see docs/data.md)
     timeout_s=T       the verifier's time budget per call (default 30: a reward worker's first call imports
                       reasoning-gym and builds the scorer, which takes seconds on a busy machine)
-    NAME.key=value    one option of dataset NAME's reasoning-gym config (e.g. chain_sum.max_terms=3)
+    levels=A-B        generate ``size`` tasks at each of reasoning-gym's curriculum levels A..B (or one level A),
+                      each labelled ``meta["difficulty"] = "level_L"`` for per-level metrics
+    NAME.key=value    one option of dataset NAME's reasoning-gym config (e.g. chain_sum.max_terms=3); it wins
+                      over a level's setting
 A different seed is NOT a held-out set: reasoning-gym draws entry i of seed s from Random(s + i), so seed 2
 repeats seed 1's entries shifted by one. Use split=train and split=eval (``rlvr data stats --eval`` shows
 the overlap). Each task is checked by the "reasoning_gym" verifier with the dataset's own scorer; ``meta["source"]`` is
@@ -30,7 +33,7 @@ from rlvr.tasks.base import DataError, Task
 
 PREFIX = "reasoning_gym"
 INSTRUCTION = "Put only your final answer between <answer> and </answer>."
-_OWN_KEYS = ("size", "seed", "instruction", "split", "heldout_percent", "binary", "timeout_s")
+_OWN_KEYS = ("size", "seed", "instruction", "split", "heldout_percent", "binary", "timeout_s", "levels")
 SPLITS = ("all", "train", "eval")
 
 
@@ -66,6 +69,8 @@ def parse_spec(spec: str) -> tuple[list[str], dict[str, Any], dict[str, dict[str
             if name not in per:
                 raise DataError(f"{spec!r}: option {key!r} is for {name!r}, which is not one of {', '.join(names)}")
             per[name][option] = _value(value.strip())
+        elif key == "levels":
+            own["levels"] = _levels(spec, value.strip())
         elif key == "split":
             if value.strip() not in SPLITS:
                 raise DataError(f"{spec!r}: split must be one of {', '.join(SPLITS)}, got {value!r}")
@@ -92,6 +97,17 @@ def split_of(question: str, heldout_percent: int) -> str:
     return "eval" if bucket < heldout_percent else "train"
 
 
+def _levels(spec: str, text: str) -> list[int]:
+    low, dash, high = text.partition("-")
+    try:
+        first, last = int(low), int(high if dash else low)
+    except ValueError:
+        raise DataError(f"{spec!r}: levels must be A-B or A (whole numbers), got {text!r}") from None
+    if not 0 <= first <= last:
+        raise DataError(f"{spec!r}: levels must satisfy 0 <= A <= B, got {text!r}")
+    return list(range(first, last + 1))
+
+
 def _reasoning_gym(spec: str):
     try:
         import reasoning_gym
@@ -107,8 +123,55 @@ def known_datasets(spec: str = PREFIX) -> list[str]:
     return sorted(DATASETS)
 
 
+def _level_config(spec: str, name: str, level: int) -> dict[str, Any]:
+    """The config reasoning-gym's curriculum for ``name`` sets at ``level`` (levels past the last stay there)."""
+    import dataclasses
+
+    from reasoning_gym.factory import create_curriculum, has_curriculum
+
+    if not has_curriculum(name):
+        raise DataError(f"{spec!r}: dataset {name!r} has no reasoning-gym curriculum, so levels= cannot apply")
+    curriculum = create_curriculum(name)
+    curriculum.set_global_level(level)
+    config = dataclasses.asdict(curriculum.generate_configuration({}))
+    return {key: value for key, value in config.items() if key not in ("seed", "size")}
+
+
+def _generate(rg, spec: str, name: str, level: int | None, own: dict[str, Any], options: dict[str, Any]) -> list[Task]:
+    split, percent, size = own["split"], own["heldout_percent"], own["size"]
+    # enough entries for the wanted split, whose share of questions is about `percent` (or 100 - percent)
+    share = 100 if split == "all" else percent if split == "eval" else 100 - percent
+    pool = size if split == "all" else size * 100 // share * 3 + 100
+    try:
+        # entry i of seed s is drawn from Random(s + i): levels get seeds far apart, so they do not share draws
+        seed = own["seed"] + (0 if level is None else 1_000_003 * level)
+        dataset = rg.create_dataset(name, size=pool, seed=seed, **options)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise DataError(f"{spec!r}: dataset {name!r}: bad options {options}: {exc}") from None
+    verifier_options = {"timeout_s": float(own["timeout_s"]), **({"binary": True} if own["binary"] else {})}
+    prefix = f"rg:{name}" if level is None else f"rg:{name}:level_{level}"
+    tasks = []
+    for index, entry in enumerate(dataset):
+        if len(tasks) == size:
+            break
+        if split != "all" and split_of(entry["question"], percent) != split:
+            continue
+        question = entry["question"]
+        meta: dict[str, Any] = {"source": name}
+        if level is not None:
+            meta["difficulty"] = f"level_{level}"
+        if entry.get("answer") is not None:  # a target response for `rlvr sft` (data.completion_field)
+            meta["completion"] = f"<answer>{entry['answer']}</answer>"
+        tasks.append(Task(prompt=f"{question}\n{INSTRUCTION}" if own["instruction"] else question,
+                          reference={"dataset": name, "entry": entry}, id=f"{prefix}:{own['seed']}:{index}",
+                          verifier="reasoning_gym", verifier_options=verifier_options, meta=meta))
+    if len(tasks) < size:
+        raise DataError(f"{spec!r}: dataset {name!r} gave only {len(tasks)} {split} questions of the {size} asked")
+    return tasks
+
+
 def load_reasoning_gym(spec: str) -> list[Task]:
-    """``size`` tasks from each named generator, in generation order."""
+    """``size`` tasks from each named generator (at each level, with ``levels``), in generation order."""
     names, own, per = parse_spec(spec)
     rg = _reasoning_gym(spec)
     known = known_datasets(spec)
@@ -116,30 +179,7 @@ def load_reasoning_gym(spec: str) -> list[Task]:
     for name in names:
         if name not in known:
             raise DataError(f"{spec!r}: reasoning-gym has no dataset {name!r}; known: {', '.join(known)}")
-        split, percent = own["split"], own["heldout_percent"]
-        # enough entries for the wanted split, whose share of questions is about `percent` (or 100 - percent)
-        share = 100 if split == "all" else percent if split == "eval" else 100 - percent
-        pool = own["size"] * 100 // share * 3 + 100
-        try:
-            dataset = rg.create_dataset(name, size=pool if split != "all" else own["size"], seed=own["seed"], **per[name])
-        except (TypeError, ValueError, AssertionError) as exc:
-            raise DataError(f"{spec!r}: dataset {name!r}: bad options {per[name]}: {exc}") from None
-        options = {"timeout_s": float(own["timeout_s"]), **({"binary": True} if own["binary"] else {})}
-        kept = 0
-        for index, entry in enumerate(dataset):
-            if kept == own["size"]:
-                break
-            if split != "all" and split_of(entry["question"], percent) != split:
-                continue
-            kept += 1
-            question = entry["question"]
-            prompt = f"{question}\n{INSTRUCTION}" if own["instruction"] else question
-            meta: dict[str, Any] = {"source": name}
-            if entry.get("answer") is not None:  # a target response for `rlvr sft` (data.completion_field)
-                meta["completion"] = f"<answer>{entry['answer']}</answer>"
-            tasks.append(Task(prompt=prompt, reference={"dataset": name, "entry": entry},
-                              id=f"rg:{name}:{own['seed']}:{index}", verifier="reasoning_gym", meta=meta,
-                              verifier_options=options))
-        if kept < own["size"]:
-            raise DataError(f"{spec!r}: dataset {name!r} gave only {kept} {split} questions of the {own['size']} asked")
+        for level in own.get("levels") or [None]:
+            options = per[name] if level is None else {**_level_config(spec, name, level), **per[name]}
+            tasks += _generate(rg, spec, name, level, own, options)
     return tasks
