@@ -1,4 +1,4 @@
-"""The ``rlvr`` command: demo, train, eval, verify (CONTRACTS.md C4)."""
+"""The ``rlvr`` command: demo, train, sft, eval, verify, data (CONTRACTS.md C4)."""
 
 from __future__ import annotations
 
@@ -132,6 +132,46 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sft(args: argparse.Namespace) -> int:
+    from rlvr.config import load_config
+    from rlvr.train.sft_run import run_sft
+
+    print(f"sft: done; run directory {run_sft(load_config(args.config, args.overrides), resume=args.resume)}")
+    return 0
+
+
+def _cmd_data_stats(args: argparse.Namespace) -> int:
+    import json
+
+    from rlvr.tasks import load_tasks
+    from rlvr.tasks.stats import data_stats, format_stats
+
+    fields = dict(prompt_field=args.prompt_field, reference_field=args.reference_field)
+    tokenizer = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    stats = data_stats(load_tasks(args.source, **fields), eval_tasks=load_tasks(args.eval, **fields) if args.eval else None,
+                       default_verifier=args.verifier, tokenizer=tokenizer, self_check=args.self_check)
+    print(format_stats(stats))
+    if args.json:
+        Path(args.json).write_text(json.dumps(stats, indent=1) + "\n")
+    return 0
+
+
+def _cmd_data_audit_rg(args: argparse.Namespace) -> int:
+    import json
+
+    from rlvr.tasks.reasoning_gym_audit import audit, format_audit
+
+    rows = audit(args.names.split(",") if args.names else None, size=args.size, seed=args.seed)
+    print(format_audit(rows))
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
 def _cmd_recipes(args: argparse.Namespace) -> int:
     from rlvr.algos import recipes
 
@@ -194,6 +234,31 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.steps=10")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out")
     tr.set_defaults(func=_cmd_train)
+
+    sf = sub.add_parser("sft", help="supervised warm start: train on each row's target response (data.completion_field)")
+    sf.add_argument("config", help="YAML config file")
+    sf.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.steps=10")
+    sf.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out")
+    sf.set_defaults(func=_cmd_sft)
+
+    data = sub.add_parser("data", help="inspect data sources").add_subparsers(dest="data_command", required=True)
+    st = data.add_parser("stats", help="rows, fields, lengths, verifier coverage, duplicates and eval overlap")
+    st.add_argument("source", help="a data spec: a file, a saved dataset folder, PRESET:FILE or a generator")
+    st.add_argument("--eval", help="held-out data spec to check for overlap")
+    st.add_argument("--prompt-field", default="prompt")
+    st.add_argument("--reference-field", default="reference")
+    st.add_argument("--verifier", default="exact", help="verifier of rows that name none (default: exact)")
+    st.add_argument("--tokenizer", help="also count lengths in this tokenizer's tokens (a model folder)")
+    st.add_argument("--self-check", type=int, default=200,
+                    help="rows per verifier whose own reference is scored as a response (0 = none)")
+    st.add_argument("--json", help="write the statistics as JSON here")
+    st.set_defaults(func=_cmd_data_stats)
+    au = data.add_parser("audit-rg", help="probe reasoning-gym's scorers with answers that should score 0")
+    au.add_argument("--names", help="comma-separated datasets (default: all)")
+    au.add_argument("--size", type=int, default=20, help="entries per dataset")
+    au.add_argument("--seed", type=int, default=0)
+    au.add_argument("--out", help="write the per-dataset results as JSON here")
+    au.set_defaults(func=_cmd_data_audit_rg)
 
     rec = sub.add_parser("recipes", help="list the algorithm recipes (algo.recipe=NAME) with their papers")
     rec.set_defaults(func=_cmd_recipes)

@@ -45,6 +45,11 @@ class DataConfig:
     prompts_per_step: int = 8  # prompts sampled per RL step
     eval_size: int = 0  # eval rows used (0 = all)
     shuffle: bool = True  # shuffle training prompts
+    prompt_template: str | None = None  # build each prompt from the row's fields, e.g. "{question}\nAnswer:" (None = the prompt field)
+    system_prompt: str | None = None  # a system message put before every prompt (prompts become chat messages)
+    completion_field: str = "completion"  # row field holding the target response (rlvr sft)
+    curriculum: str = "none"  # none, or rules joined by "+": filter, band, replay (docs/data.md)
+    curriculum_options: dict = field(default_factory=dict)  # e.g. {skip_after: 2, band_low: 0.2, replay_frac: 0.25}
 
 
 @dataclass
@@ -164,6 +169,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "model.device": (re.compile(r"(auto|cpu|mps|cuda(:[0-9]+)?)").fullmatch, "auto, cpu, cuda, cuda:N or mps"),
     "data.prompts_per_step": (lambda v: v >= 1, ">= 1"),
     "data.eval_size": (lambda v: v >= 0, ">= 0 (0 = all eval rows)"),
+    "data.curriculum": (re.compile(r"none|(filter|band|replay)(\+(filter|band|replay))*").fullmatch,
+                        "none, or filter, band and replay joined by '+' (e.g. filter+replay)"),
     "rollout.engine": (lambda v: v in _engine_names(), lambda: "a registered engine: " + ", ".join(_engine_names())),
     "rollout.group_size": (lambda v: v >= 1, ">= 1"),
     "rollout.max_new_tokens": (lambda v: v >= 1, ">= 1"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +31,22 @@ def load_jsonl(
     (a row's own "meta" object wins on a clash). A missing id becomes ``"<file name>:<line>"``."""
     where = os.fspath(path)
     fields = (prompt_field, reference_field, id_field, verifier_field)
+    located = (
+        (f"{where}:{lineno}", f"on line {lineno}", _task_from_row(row, f"{where}:{lineno}", f"{Path(where).name}:{lineno}", fields))
+        for lineno, row in iter_objects(path)
+    )
+    return unique_tasks(located, where, id_field)
+
+
+def unique_tasks(located: Iterable[tuple[str, str, Task]], where: str, id_field: str) -> list[Task]:
+    """The tasks of (location, how a later duplicate refers to it, task) triples; a repeated id or no task at
+    all is a DataError naming the row."""
     tasks: list[Task] = []
-    first_line_of_id: dict[str, int] = {}
-    for lineno, row in iter_objects(path):
-        loc = f"{where}:{lineno}"
-        task = _task_from_row(row, loc, f"{Path(where).name}:{lineno}", fields)
-        if task.id in first_line_of_id:
-            first = first_line_of_id[task.id]
-            raise DataError(f"{loc}: field '{id_field}': duplicate id {task.id!r} (first used on line {first})")
-        first_line_of_id[task.id] = lineno
+    first: dict[str, str] = {}
+    for loc, label, task in located:
+        if task.id in first:
+            raise DataError(f"{loc}: field '{id_field}': duplicate id {task.id!r} (first used {first[task.id]})")
+        first[task.id] = label
         tasks.append(task)
     if not tasks:
         raise DataError(f"{where}: no rows (the file is empty or has only blank lines)")
