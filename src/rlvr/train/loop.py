@@ -51,6 +51,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             # 5. log, evaluate, checkpoint
             row = step_metrics(step, samples, exp, update, collected, time.perf_counter() - started)
             row.update(run.runner_metrics())
+            row.update(run.sampler.metrics())  # per-source, per-difficulty and curriculum metrics
             run.check_divergence(step, row)
             if run.evaluates_at(step):
                 row.update(run.evaluate(step))

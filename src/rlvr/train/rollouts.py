@@ -19,6 +19,7 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
     2025, Eq. 11), keep only groups whose rewards differ and sample more rounds until the step holds ``prompts``
     such groups or ``max_rounds`` rounds were spent (logged as "dynamic_sampling_cap_hit")."""
     first = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step, prompts=prompt_policy)
+    observe(sampler, first)
     if not dynamic_sampling:
         return first, {"sampling_rounds": 1, **first.metrics}
     kept: list[ScoredSamples] = []
@@ -35,6 +36,7 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
             break
         current = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step,
                                      prompts=prompt_policy)
+        observe(sampler, current)  # every round, so a curriculum also sees the groups dynamic sampling drops
         rounds += 1
     metrics = {"sampling_rounds": rounds, "dynamic_sampling_cap_hit": int(n_kept < prompts),
                "informative_groups": n_kept, **first.metrics}
@@ -46,6 +48,11 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
         [x for r in kept for x in r.rewards], {name: [x for r in kept for x in r.components[name]] for name in first.components},
     )
     return merged, metrics
+
+
+def observe(sampler: PromptSampler, samples: ScoredSamples) -> None:
+    """Tell the sampler how each task fared (verifier scores in [0, 1], not shaped rewards): curricula use it."""
+    sampler.observe([t.id for t in samples.tasks], [v.score for v in samples.verdicts])
 
 
 def greedy_baseline(engine, tokenizer, samples: ScoredSamples, params: SamplingParams, scoring: Scoring,

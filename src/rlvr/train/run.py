@@ -18,7 +18,7 @@ from rlvr.config import Config, save_config
 from rlvr.models import load_model, resolve_device
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.episodes import PromptPolicy, Scoring
-from rlvr.tasks import PromptSampler, Task, load_tasks
+from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -162,7 +162,7 @@ class TrainingRun:
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         seed_everything(cfg.train.seed)
-        self.tasks = load_tasks(cfg.data.train, prompt_field=cfg.data.prompt_field, reference_field=cfg.data.reference_field)
+        self.tasks = load_data(cfg.data, "train")
         check_verifiers(self.tasks, cfg.data.verifier, cfg.data.train)
         spec = reward_spec(cfg)
         for term in spec.verifier_terms() if spec else []:
@@ -172,8 +172,7 @@ class TrainingRun:
         self.prompt_policy = PromptPolicy(cfg.rollout.max_prompt_tokens, cfg.rollout.prompt_overflow, tuple(cfg.rollout.stop))
         self.eval_tasks = None
         if cfg.train.eval_every:
-            self.eval_tasks = load_tasks(cfg.data.eval, prompt_field=cfg.data.prompt_field,
-                                         reference_field=cfg.data.reference_field)[: cfg.data.eval_size or None]
+            self.eval_tasks = load_data(cfg.data, "eval")[: cfg.data.eval_size or None]
             check_verifiers(self.eval_tasks, cfg.data.verifier, cfg.data.eval)
 
         prepare_run_dir(cfg, resume)
@@ -198,7 +197,7 @@ class TrainingRun:
             options.setdefault("batch_size", cfg.rollout.batch_size)
         self.engine = build_engine(cfg.rollout.engine, self.model, self.tokenizer, **options)
         self.engine_logprobs_serve = logprobs_serve_as_old_policy(self.engine)
-        self.sampler = PromptSampler(self.tasks, seed=cfg.train.seed, shuffle=cfg.data.shuffle)
+        self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
         self.optimizer = make_optimizer(ctx.trainable, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
         self.params = SamplingParams(
