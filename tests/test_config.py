@@ -131,11 +131,11 @@ def test_config_from_dict():
 @pytest.mark.parametrize(
     "yaml_text, message",
     [
-        ("train:\n  step: 5\n", "unknown key 'train.step' (did you mean 'train.steps'?)"),
-        ("rollout:\n  temprature: 0.7\n", "unknown key 'rollout.temprature' (did you mean 'rollout.temperature'?)"),
-        ("train:\n  group_size: 4\n", "unknown key 'train.group_size' (did you mean 'rollout.group_size'?)"),
-        ("trian:\n  steps: 5\n", "unknown section 'trian' (did you mean 'train'?)"),
-        ("optimizer:\n  lr: 1\n", "unknown section 'optimizer'"),
+        ("train:\n  step: 5\n", "line 2: unknown key 'train.step' (did you mean 'train.steps'?)"),
+        ("rollout:\n  temprature: 0.7\n", "line 2: unknown key 'rollout.temprature' (did you mean 'rollout.temperature'?)"),
+        ("train:\n  steps: 3\n  group_size: 4\n", "line 3: unknown key 'train.group_size' (did you mean 'rollout.group_size'?)"),
+        ("trian:\n  steps: 5\n", "line 1: unknown section 'trian' (did you mean 'train'?)"),
+        ("train:\n  steps: 1\noptimizer:\n  lr: 1\n", "line 3: unknown section 'optimizer'"),
     ],
 )
 def test_unknown_key_in_file_suggests_closest(tmp_path, yaml_text, message):
@@ -191,7 +191,7 @@ def test_wrong_type_message(override, message):
 
 def test_wrong_type_in_file_names_file(tmp_path):
     path = write(tmp_path, "train:\n  steps: abc\n")
-    assert error(path) == f"{path}: train.steps: expected int, got str 'abc'"
+    assert error(path) == f"{path}: line 2: train.steps: expected int, got str 'abc'"
 
 
 @pytest.mark.parametrize(
@@ -222,8 +222,8 @@ def test_none_where_allowed(override, key):
 @pytest.mark.parametrize(
     "yaml_text, message",
     [
-        ("train: 5\n", "section 'train' must be a mapping of keys, got int 5"),
-        ("algo:\n  - grpo\n", "section 'algo' must be a mapping of keys, got list ['grpo']"),
+        ("train: 5\n", "line 1: section 'train' must be a mapping of keys, got int 5"),
+        ("algo:\n  - grpo\n", "line 1: section 'algo' must be a mapping of keys, got list ['grpo']"),
         ("- train\n", "expected a mapping of sections (model, data, rollout, algo, reward, train), got list ['train']"),
         ("just text\n", "expected a mapping of sections (model, data, rollout, algo, reward, train), got str 'just text'"),
     ],
@@ -282,7 +282,7 @@ def test_range_edges_accepted(override):
 
 def test_range_error_names_the_file_the_value_came_from(tmp_path):
     path = write(tmp_path, "rollout:\n  top_p: 2\n")
-    assert error(path) == f"{path}: rollout.top_p: expected 0 < top_p <= 1, got 2.0"
+    assert error(path) == f"{path}: line 2: rollout.top_p: expected 0 < top_p <= 1, got 2.0"
     assert load_config(path, ["rollout.top_p=0.9"]).rollout.top_p == 0.9  # a fixing override wins
 
 
@@ -299,7 +299,7 @@ def test_unknown_advantage_lists_known_names():
 def test_unknown_loss_lists_known_names(tmp_path):
     path = write(tmp_path, "algo:\n  loss: ppo2\n")
     message = error(path)
-    assert message.startswith(f"{path}: algo.loss: unknown loss 'ppo2'")
+    assert message.startswith(f"{path}: line 2: algo.loss: unknown loss 'ppo2'")
     assert "ppo" in message.split("known:")[1]
 
 
@@ -347,9 +347,9 @@ def test_missing_file(tmp_path):
 
 def test_to_dict_is_plain_nested_dict():
     d = load_config(None, ["data.verifier_options={tol: 0.1}"]).to_dict()
-    assert list(d) == ["model", "data", "rollout", "algo", "reward", "train"]
-    assert d["train"]["steps"] == 100 and d["data"]["verifier_options"] == {"tol": 0.1}
-    assert all(type(section) is dict for section in d.values())
+    assert list(d) == ["model", "data", "rollout", "algo", "reward", "train", "plugins"]
+    assert d["train"]["steps"] == 100 and d["data"]["verifier_options"] == {"tol": 0.1} and d["plugins"] == []
+    assert all(type(section) is dict for name, section in d.items() if name != "plugins")
     assert set(d["algo"]) == {f.name for f in dataclasses.fields(AlgoConfig)}
     assert set(d["train"]) == {f.name for f in dataclasses.fields(TrainConfig)}
 
