@@ -46,13 +46,14 @@ an integer directly followed by \\frac{p}{q} is a mixed number (3\\frac{1}{2} = 
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 import time
 from typing import Any
 
 from rlvr.verifiers.base import Status, Verdict
+from rlvr.verifiers.math import budget
+from rlvr.verifiers.math.cache import ByteLRU, byte_cached
 from rlvr.verifiers.math.equivalence import Ctx, check
 from rlvr.verifiers.math.extract import boxed_all, extract
 from rlvr.verifiers.math.parse import ParseError, TooComplex, is_multi, normalize, parse_answer
@@ -60,11 +61,13 @@ from rlvr.verifiers.registry import register_verifier
 
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
+INLINE_MARGIN_S = 0.05  # the inline stages stop this long before the deadline, so the verdict is back by it
+MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?$")
-# "12 cookies": a number followed by words (not function names or constants) that the units list lacks
-_NUMBER_THEN_WORDS = re.compile(r"(-?\d+(?:\.\d+)?)\s+((?:[a-zA-Z]{3,}\s*){1,4})")
-_NOT_NOUNS = {"sin", "cos", "tan", "log", "exp", "sqrt", "pi", "infty", "and", "or", "times", "cdot"}
-_MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?\(?([A-Ja-j])\)?(?:[\s.:)]|$)", re.I)
+# a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
+_MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
+_DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
+_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20)  # verdicts of the symbolic stage, which no caller's cache keeps
 
 
 def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:
@@ -72,30 +75,27 @@ def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:
 
 
 def _distinct_values(texts: list[str], units: bool) -> list[str]:
+    """The boxed answers that differ in value from the final one (last), preceded by the final one. Each is
+    compared with the final answer only, so n boxes cost n comparisons; past MAX_DISTINCT_BOXES different
+    spellings the boxes are a hedge without comparing them."""
     if len(texts) <= 1:
         return texts
-    texts = texts[:16]
-    values: list[tuple | None] = []
-    for t in texts:
+    if len(texts) > MAX_DISTINCT_BOXES:
+        return texts
+    final_text = texts[-1]
+    try:
+        final = parse_answer(final_text, units=units, _normalized=True)
+    except (ParseError, TooComplex):
+        return texts
+    out = [final_text]
+    for t in texts[:-1]:
         try:
-            values.append(parse_answer(t, units=units, _normalized=True))
+            same = check(parse_answer(t, units=units, _normalized=True), final, Ctx(symbolic=_no_proof)) is True
         except (ParseError, TooComplex):
-            values.append(None)
-    keep: list[int] = []
-    for i, v in enumerate(values):
-        same = False
-        for j in keep:
-            w = values[j]
-            if v is not None and w is not None:
-                try:
-                    same = check(v, w, Ctx(symbolic=_no_proof)) is True
-                except TooComplex:
-                    same = False
-            if same:
-                break
+            same = False
         if not same:
-            keep.append(i)
-    return [texts[i] for i in keep]
+            out.append(t)
+    return out
 
 
 def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
@@ -119,7 +119,7 @@ def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Ve
     return _reference_from_text(reference, units)
 
 
-@functools.lru_cache(maxsize=8192)
+@byte_cached(8 * 2**20)
 def _reference_from_text(reference: str, units: bool) -> tuple[tuple | None, str, Verdict | None]:
     """The parsed reference; cached because every response of a group is checked against the same one."""
     if "\\boxed" in reference or "\\fbox" in reference:
@@ -143,7 +143,7 @@ def decide(
     answer: str,
     reference: Any,
     *,
-    symbolic: bool | str = False,
+    symbolic: bool = False,
     boxes: list[str] | tuple[str, ...] = (),
     tuple_order: bool = True,
     rel_tol: float = 1e-9,
@@ -152,7 +152,7 @@ def decide(
     units: bool = True,
 ) -> Verdict | None:
     """Compare an extracted answer with the reference. Returns None when only the symbolic stage can tell
-    (never when ``symbolic`` is True, or "probe": random-point probing without SymPy)."""
+    (never when ``symbolic`` is True)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
     ref, ref_norm, final = _reference_value(reference, units)
@@ -166,12 +166,14 @@ def decide(
     m = _MC.match(ref_norm) if ref_norm else None
     if m:
         got = _MC_ANSWER.match(norm)
-        if got and got.group(1).upper() == m.group(1):
+        letters = {normalize(b, units=units).strip("() .").upper() for b in boxes} - {""}
+        if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1:
             return _v(1.0, Status.CORRECT, "choice_equal")
         return _v(0.0, Status.INCORRECT, "choice_mismatch")
 
     # hedging across several boxes (boxes with equivalent values count once)
-    distinct = _distinct_values(list(dict.fromkeys(normalize(b, units=units) for b in boxes)), units)
+    spelled = [normalize(b, units=units) if len(b) <= MAX_ANSWER_RAW else b for b in boxes]
+    distinct = _distinct_values([t for t in dict.fromkeys(spelled) if t != norm] + [norm] if spelled else [], units)
     multi_box = len(distinct) > 1
     if multi_box and not (ref is not None and is_multi(ref)):
         return _v(0.0, Status.INCORRECT, "multiple_answers", answers=distinct[:10])
@@ -190,11 +192,6 @@ def decide(
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     except ParseError:
         got_v = None
-    if got_v is not None and got_v[0] == "text" and ref is not None and ref[0] == "expr":
-        quantity = _NUMBER_THEN_WORDS.fullmatch(norm)
-        if quantity and not _NOT_NOUNS.intersection(quantity.group(2).lower().split()):
-            got_v = parse_answer(quantity.group(1), units=units, _normalized=True)
-
     if got_v is None or ref is None:
         if symbolic is not True:  # only the worker may run latex2sympy (unbounded)
             return None
@@ -215,10 +212,9 @@ def decide(
     if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1:
         return _v(0.0, Status.INCORRECT, "multiple_answers")
 
-    ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order))
-    if symbolic == "probe":  # no SymPy: random-point probing alone decides (agreement at every point accepts)
-        ctx.symbolic = _no_proof
-    elif symbolic:
+    ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order),
+              inexact=bool(_DECIMAL.search(norm) or _DECIMAL.search(ref_norm)))
+    if symbolic:
         from rlvr.verifiers.math.symbolic import sympy_equal
 
         ctx.symbolic = sympy_equal
@@ -244,7 +240,12 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
     remaining = deadline - time.monotonic()
     if remaining < 0.2:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
-    req = CallableRequest(compare_in_worker, answer, reference, {**options, "timeout_s": max(0.1, remaining - 0.1)})
+    key = (answer, reference, repr(sorted(options.items()))) if isinstance(reference, str) else None
+    cached = _SYMBOLIC_RESULTS.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    req = CallableRequest(compare_in_worker, answer, reference, {**options, "timeout_s": max(0.1, remaining - 0.1)},
+                          cache=False)
     box: list[Verdict] = []
 
     def run() -> None:
@@ -253,11 +254,15 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
         except Exception as exc:  # a closed runner, ...
             box.append(_v(0.0, Status.ERROR, "runner_failed", error=repr(exc)))
 
+    # the runner kills the worker at its deadline; the join makes sure this call returns by then even if
+    # the runner itself is slow to answer
     thread = threading.Thread(target=run, name="rlvr-math-symbolic", daemon=True)
     thread.start()
     thread.join(max(0.0, deadline - time.monotonic()))
     if not box:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
+    if key is not None and box[0].status in (Status.CORRECT, Status.INCORRECT, Status.UNDECIDABLE):
+        _SYMBOLIC_RESULTS.put(key, box[0])
     return box[0]
 
 
@@ -298,18 +303,15 @@ def math_verifier(
         "units": bool(units),
     }
     t0 = time.perf_counter()
-    verdict = decide(answer, reference, symbolic=False, **options)
     stage = "inline"
+    try:
+        with budget.deadline(deadline - min(INLINE_MARGIN_S, 0.2 * max(0.0, float(timeout_s or 0)))):
+            verdict = decide(answer, reference, symbolic=False, **options)
+    except budget.OutOfTime:
+        verdict = _v(0.0, Status.TIMEOUT, "timeout")
     if verdict is None:
         stage = "symbolic"
         verdict = _symbolic_stage(answer, reference, options, deadline)
-        if verdict.status in (Status.TIMEOUT, Status.ERROR):
-            # SymPy was too slow (or its worker failed): fall back on random-point probing when it is conclusive
-            probed = decide(answer, reference, symbolic="probe", **options)
-            if probed is not None and probed.status == Status.CORRECT and probed.reason == "numeric_probe":
-                verdict = Verdict(probed.score, probed.status, probed.reason, None,
-                                  {**probed.details, "symbolic": verdict.reason})
-                stage = "probe"
     details = {**verdict.details, "extraction": ex.method, "stage": stage,
                "elapsed_s": round(time.perf_counter() - t0, 6)}
     return Verdict(verdict.score, verdict.status, verdict.reason, shown, details)
