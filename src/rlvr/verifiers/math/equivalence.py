@@ -31,7 +31,10 @@ from rlvr.verifiers.math.parse import INF, TooComplex, free_symbols
 MAX_EXPONENT = 10000  # |n| in an exact power b^n
 MAX_BITS = 70_000  # bits of an exact value (an operation on two such numbers takes a few milliseconds)
 MAX_FACTORIAL = 2000  # n! computed exactly up to this n
-PROBE_SCALES = ((0.3, 2.7), (3.0, 30.0), (30.0, 3000.0))  # magnitudes of the probe points
+# magnitudes of the probe points: floats refute on moderate ones (where float error stays small); the 60-digit
+# probes that may accept also cover tiny and huge ones, so expressions that differ only there are told apart
+PROBE_SCALES = ((0.3, 2.7), (3.0, 30.0))
+PRECISE_SCALES = ((0.001, 0.3), (0.3, 2.7), (3.0, 30.0), (30.0, 3000.0), (3000.0, 1e6), (1e6, 1e12))
 PROBE_POINTS = 12
 PROBE_REL = 1e-7  # float probing tolerance (float error accumulates in arbitrary expressions)
 PRECISE_REL = 1e-45  # 60-digit agreement that counts as equality
@@ -347,11 +350,11 @@ def _scales(x: Any, y: Any, px: bool, py: bool, mode: str) -> list[tuple[Any, An
     return [(a, b) for a in _pct(x, px, mode) for b in _pct(y, py, mode)]
 
 
-def _points(names: list[str], rng: random.Random) -> list[dict[str, float]]:
-    """Probe points: every scale of PROBE_SCALES, either sign."""
+def _points(names: list[str], rng: random.Random, scales: tuple[tuple[float, float], ...]) -> list[dict[str, float]]:
+    """Probe points: every scale, either sign."""
     out = []
     for j in range(PROBE_POINTS):
-        lo, hi = PROBE_SCALES[j % len(PROBE_SCALES)]
+        lo, hi = scales[j % len(scales)]
         out.append({n: rng.choice((-1, 1)) * math.exp(rng.uniform(math.log(lo), math.log(hi))) for n in names})
     return out
 
@@ -364,7 +367,7 @@ def probe(x: tuple, y: tuple, names: set[str], precise_check: bool = False) -> s
     agree = 0
     nums = precise() if precise_check else FLOATS
     rel = PRECISE_REL if precise_check else PROBE_REL
-    for point in _points(ordered, rng):
+    for point in _points(ordered, rng, PRECISE_SCALES if precise_check else PROBE_SCALES):
         budget.check()
         env = {n: nums.num(Fraction(v)) for n, v in point.items()}
         try:
@@ -579,6 +582,7 @@ def _eq_equal(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
     if names:
         l2, r2 = _rename(l2, names), _rename(r2, names)
     d1, d2 = ("add", (l1, ("neg", r1))), ("add", (l2, ("neg", r2)))
+    d2 = _same_parameter(d1, d2, free_symbols(d1), free_symbols(d2))
     same = proportional(d1, d2)
     if same is not None:
         if same:

@@ -38,6 +38,7 @@ _LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
 _TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
 _NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
 _MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
+_ARITHMETIC_CHAIN = re.compile(r"(?<![\w.])(?:[\d.]+\s*[-+*/x\u00d7]\s*)+[\d.]+\s*=\s*$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
 
@@ -292,8 +293,12 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
         if num is not None:
             if not _committed(response, num.start(), num.end()):
                 return Extraction(None, "uncommitted", ())
-            # "... 3 or 4": a hedge, kept whole so that it is judged as one
+            # "... 3 or 4": a hedge, kept whole so that it is judged as one; "12 + 31 = 42": the chain, so
+            # that a false one is not credited
             hedge = _NUMBER_OR.search(response, max(0, num.start() - 40), num.start())
+            chain = _ARITHMETIC_CHAIN.search(response, max(0, num.start() - 200), num.start())
             answer = response[hedge.start() : num.end()] if hedge else num.group(0)
+            if chain and not hedge:
+                answer = response[chain.start() : num.end()].strip()
             return Extraction(answer, "last_number", (answer,))
     return Extraction(None, "none", ())

@@ -762,8 +762,8 @@ def _inequality(s: str) -> tuple:
 
 
 def is_multi(v: tuple) -> bool:
-    """A multi-valued answer (a set or bare list of values, or "a or b")."""
-    return v[0] in ("set", "or")
+    """A multi-valued answer (a set or bare list of values, or "a or b"; "x < -1 or x > 1" is one set)."""
+    return v[0] == "set" or (v[0] == "or" and not all(x[0] == "interval" for x in v[1]))
 
 
 def free_symbols(a: Any, out: set[str] | None = None) -> set[str]:
