@@ -209,7 +209,8 @@ def decide(
             return _v(1.0, Status.CORRECT, "symbolic_equal", parser="latex2sympy2_extended")
         return _v(0.0, Status.INCORRECT, "not_equivalent", parser="latex2sympy2_extended")
 
-    if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1:
+    coordinates = ref[0] == "tuple" and all(v[0] == "eq" for v in got_v[1]) if got_v[0] == "set" else False
+    if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1 and not coordinates:  # x = 1, y = 2 is a point
         return _v(0.0, Status.INCORRECT, "multiple_answers")
 
     ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order),

@@ -114,7 +114,9 @@ def boxed_spans(text: str) -> list[tuple[int, str]]:
 
 # "final answer is" ends where "answer is" does, so one pattern finds the end of every marker
 _ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})+(?:\.\d+)?(?!\d)|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?")
+_NUMBER = re.compile(
+    r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
+)
 
 
 # a copula outside math: in "The largest $n$ is 34" the value follows it

@@ -714,6 +714,25 @@ def _bounds(op: str, bound: tuple) -> tuple:
     return ("interval", op == ">=", bound, INF, False)
 
 
+def _absolute(inner: tuple, op: str, bound: tuple) -> tuple:
+    """``|c*x + d| op bound`` as an interval (< and <=) or a union of two rays (> and >=)."""
+    from rlvr.verifiers.math.equivalence import NotRational, rat
+
+    lin = _linear(inner)
+    try:
+        r = rat(bound)
+    except NotRational:
+        raise ParseError("unparseable") from None
+    if lin is None or r < 0:
+        raise ParseError("unparseable")
+    _, c, d = lin
+    lo, hi = sorted(((-r - d) / c, (r - d) / c))
+    closed = op in ("<=", ">=")
+    if op in ("<", "<="):
+        return ("interval", closed, ("num", lo), ("num", hi), closed)
+    return ("union", [("interval", False, NEG_INF, ("num", lo), closed), ("interval", closed, ("num", hi), INF, False)])
+
+
 def _inequality(s: str) -> tuple:
     """``a < x <= b`` / ``x > 2`` / ``2 >= x`` / ``-x > -1`` / ``0 < 2x+1 < 3`` / ``x != 1`` as a set of reals."""
     ops: list[str] = []
@@ -734,7 +753,10 @@ def _inequality(s: str) -> tuple:
             return _bounds(_FLIP[op], parse_expr(a))
         if _VAR.match(a):
             return _bounds(op, parse_expr(b))
-        lin = _linear(("add", (parse_expr(a), ("neg", parse_expr(b)))))  # c*x + d op 0
+        left = parse_expr(a)
+        if left[0] == "abs":
+            return _absolute(left[1], op, parse_expr(b))
+        lin = _linear(("add", (left, ("neg", parse_expr(b)))))  # c*x + d op 0
         if lin is None:
             raise ParseError("unparseable")
         _, c, d = lin
