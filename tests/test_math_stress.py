@@ -100,11 +100,12 @@ def test_eight_threads_of_adversarial_input_keep_the_budget_and_the_memory():
 
 
 def test_caches_hold_bytes_not_entries():
-    from rlvr.verifiers.math import _reference_from_text
-    from rlvr.verifiers.math.parse import normalize
+    from rlvr.verifiers.math import caches, clear_caches
 
-    for i in range(300):
+    clear_caches()
+    for i in range(400):
         answer = "\\frac{1}{2}" + " " * 2500 + "+" + str(i)
-        verify("math", B(answer), answer + "x" * 3000)
-    assert normalize.cache.bytes <= normalize.cache.max_bytes
-    assert _reference_from_text.cache.bytes <= _reference_from_text.cache.max_bytes
+        verify("math", B(answer), answer + "x" * 400)
+    for cache in caches():
+        assert 0 <= cache.bytes <= cache.max_bytes
+    assert sum(cache.max_bytes for cache in caches()) <= 64 * 2**20

@@ -56,18 +56,22 @@ from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.cache import ByteLRU, byte_cached
 from rlvr.verifiers.math.equivalence import Ctx, check
 from rlvr.verifiers.math.extract import boxed_all, extract
-from rlvr.verifiers.math.parse import ParseError, TooComplex, is_multi, normalize, parse_answer
+from rlvr.verifiers.math.normalize import PLAIN_NUMBER
+from rlvr.verifiers.math.parse import ParseError, TooComplex, decimal_value, is_multi, normalize, parse_answer
 from rlvr.verifiers.registry import register_verifier
 
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
-INLINE_MARGIN_S = 0.05  # the inline stages stop this long before the deadline, so the verdict is back by it
+PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing, should SymPy run out of time
+# the inline stages stop this long (at most a fifth of the budget) before the deadline, so that the verdict is
+# back by it even when 8 threads share the interpreter and the machine is busy
+INLINE_MARGIN_S = 0.25
 MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?$")
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
 _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
 _DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
-_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20)  # verdicts of the symbolic stage, which no caller's cache keeps
+_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)  # verdicts of the symbolic stage, which no caller's cache keeps
 
 
 def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:
@@ -100,6 +104,15 @@ def _distinct_values(texts: list[str], units: bool) -> list[str]:
 
 def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
     """(value or None when our parser cannot read it, normalised text, a final verdict or None)."""
+    value, norm, final = _reference_head(reference, units)
+    if final is None and value is None and norm:
+        value, final = _reference_parsed(norm, units)
+    return value, norm, final
+
+
+def _reference_head(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
+    """``_reference_value`` without parsing a string reference (value None): enough to see that an answer
+    is spelled like it."""
     if isinstance(reference, bool) or reference is None:
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error="reference must be a string")
     if isinstance(reference, (int, float)):
@@ -116,34 +129,42 @@ def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Ve
         return ("set", vals), "", None
     if not isinstance(reference, str):
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error=f"got {type(reference).__name__}")
-    return _reference_from_text(reference, units)
+    norm, final = _reference_text(reference, units)
+    return None, norm, final
 
 
-@byte_cached(8 * 2**20)
-def _reference_from_text(reference: str, units: bool) -> tuple[tuple | None, str, Verdict | None]:
-    """The parsed reference; cached because every response of a group is checked against the same one."""
+@byte_cached(8 * 2**20, bytes_per_char=12)  # the reference and its normalised text
+def _reference_text(reference: str, units: bool) -> tuple[str, Verdict | None]:
+    """The normalised reference (or a final verdict); cached because every response of a group is checked
+    against the same one."""
     if "\\boxed" in reference or "\\fbox" in reference:
         boxes = boxed_all(reference)
         if boxes:
             reference = boxes[-1]
     if len(reference) > MAX_ANSWER_RAW:
-        return None, "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
+        return "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
     norm = normalize(reference, units=units)
     if not norm:
-        return None, "", _v(0.0, Status.ERROR, "bad_reference", error="empty reference")
+        return "", _v(0.0, Status.ERROR, "bad_reference", error="empty reference")
+    return norm, None
+
+
+@byte_cached(16 * 2**20, bytes_per_char=300)  # a parse tree: at most a node (tuple, Fraction) per character
+def _reference_parsed(norm: str, units: bool) -> tuple[tuple | None, Verdict | None]:
+    """The parsed normalised reference (None when our parser cannot read it) or a final verdict."""
     try:
-        return parse_answer(norm, units=units, _normalized=True), norm, None
+        return parse_answer(norm, units=units, _normalized=True), None
     except TooComplex:
-        return None, norm, _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
+        return None, _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
     except ParseError:
-        return None, norm, None
+        return None, None
 
 
 def decide(
     answer: str,
     reference: Any,
     *,
-    symbolic: bool = False,
+    symbolic: bool | str = False,
     boxes: list[str] | tuple[str, ...] = (),
     tuple_order: bool = True,
     rel_tol: float = 1e-9,
@@ -152,10 +173,10 @@ def decide(
     units: bool = True,
 ) -> Verdict | None:
     """Compare an extracted answer with the reference. Returns None when only the symbolic stage can tell
-    (never when ``symbolic`` is True)."""
+    (never when ``symbolic`` is True, or "probe": SymPy replaced by 60-digit probing, which only accepts)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
-    ref, ref_norm, final = _reference_value(reference, units)
+    ref, ref_norm, final = _reference_head(reference, units)
     if final is not None:
         return final
     if len(answer) > MAX_ANSWER_RAW:
@@ -175,11 +196,19 @@ def decide(
     spelled = [normalize(b, units=units) if len(b) <= MAX_ANSWER_RAW else b for b in boxes]
     distinct = _distinct_values([t for t in dict.fromkeys(spelled) if t != norm] + [norm] if spelled else [], units)
     multi_box = len(distinct) > 1
-    if multi_box and not (ref is not None and is_multi(ref)):
-        return _v(0.0, Status.INCORRECT, "multiple_answers", answers=distinct[:10])
-
     if not multi_box and ref_norm and norm == ref_norm:
         return _v(1.0, Status.CORRECT, "string_equal")
+    if not multi_box and PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+        # two decimal numbers, the commonest comparison: exact, without building any tree
+        if decimal_value(norm) == decimal_value(ref_norm):
+            return _v(1.0, Status.CORRECT, "equivalent")
+        return _v(0.0, Status.INCORRECT, "not_equivalent")
+    if ref is None and isinstance(reference, str):
+        ref, final = _reference_parsed(ref_norm, units)
+        if final is not None:
+            return final
+    if multi_box and not (ref is not None and is_multi(ref)):
+        return _v(0.0, Status.INCORRECT, "multiple_answers", answers=distinct[:10])
     if not norm:
         return _v(0.0, Status.UNDECIDABLE, "no_answer_found")
 
@@ -215,7 +244,9 @@ def decide(
 
     ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order),
               inexact=bool(_DECIMAL.search(norm) or _DECIMAL.search(ref_norm)))
-    if symbolic:
+    if symbolic == "probe":  # SymPy ran out of time: only 60-digit probes at every scale may accept
+        ctx.symbolic = _undecided
+    elif symbolic:
         from rlvr.verifiers.math.symbolic import sympy_equal
 
         ctx.symbolic = sympy_equal
@@ -228,6 +259,22 @@ def decide(
     if result:
         return _v(1.0, Status.CORRECT, ctx.notes[-1] if ctx.notes else "equivalent")
     return _v(0.0, Status.INCORRECT, "not_equivalent")
+
+
+def clear_caches() -> None:
+    """Empty every cache of the math verifier (references, their parses, symbolic verdicts)."""
+    _reference_text.cache_clear()
+    _reference_parsed.cache_clear()
+    _SYMBOLIC_RESULTS.clear()
+
+
+def caches() -> list[ByteLRU]:
+    """The math verifier's caches, each bounded in bytes."""
+    return [_reference_text.cache, _reference_parsed.cache, _SYMBOLIC_RESULTS]
+
+
+def _undecided(x: tuple, y: tuple) -> None:
+    return None
 
 
 def _no_proof(x: tuple, y: tuple) -> bool:
@@ -281,7 +328,9 @@ def math_verifier(
     timeout_s: float = 5.0,
 ) -> Verdict:
     """See the module docstring."""
-    deadline = time.monotonic() + (5.0 if timeout_s is None else float(timeout_s))
+    budget_s = 5.0 if timeout_s is None else max(0.0, float(timeout_s))
+    deadline = time.monotonic() + budget_s
+    soft = deadline - min(INLINE_MARGIN_S, 0.2 * budget_s)  # where every stage aims to stop
     if not isinstance(response, str):
         return _v(0.0, Status.ERROR, "bad_response", error=f"response is {type(response).__name__}")
     if len(response) > MAX_RESPONSE_CHARS:
@@ -305,17 +354,31 @@ def math_verifier(
     }
     t0 = time.perf_counter()
     stage = "inline"
+    previous = budget.set_deadline(soft)
     try:
-        with budget.deadline(deadline - min(INLINE_MARGIN_S, 0.2 * max(0.0, float(timeout_s or 0)))):
-            verdict = decide(answer, reference, symbolic=False, **options)
+        verdict = decide(answer, reference, symbolic=False, **options)
     except budget.OutOfTime:
         verdict = _v(0.0, Status.TIMEOUT, "timeout")
+    finally:
+        budget.set_deadline(previous)
     if verdict is None:
         stage = "symbolic"
-        verdict = _symbolic_stage(answer, reference, options, deadline)
+        verdict = _symbolic_stage(answer, reference, options, soft - min(PROBE_RESERVE_S, 0.1 * budget_s))
+        if verdict.status in (Status.TIMEOUT, Status.ERROR):
+            previous = budget.set_deadline(soft)
+            try:
+                probed = decide(answer, reference, symbolic="probe", **options)
+            except (budget.OutOfTime, TooComplex):
+                probed = None
+            finally:
+                budget.set_deadline(previous)
+            if probed is not None and probed.status == Status.CORRECT and probed.reason == "numeric_probe":
+                verdict = Verdict(probed.score, probed.status, probed.reason, None,
+                                  {**probed.details, "symbolic": verdict.reason})
+                stage = "probe"
     details = {**verdict.details, "extraction": ex.method, "stage": stage,
                "elapsed_s": round(time.perf_counter() - t0, 6)}
     return Verdict(verdict.score, verdict.status, verdict.reason, shown, details)
 
 
-__all__ = ["decide", "math_verifier"]
+__all__ = ["caches", "clear_caches", "decide", "math_verifier"]

@@ -1,41 +1,40 @@
-"""A least-recently-used cache bounded by the bytes of its keys and values, not by their count.
+"""A least-recently-used cache bounded by bytes, not by its count of entries.
 
 A cache bounded by entries keeps 8192 x (whatever size a key may have): with model answers of 190 kB that is
-gigabytes. Here every entry is charged its estimated size, the oldest entries go first, and an entry larger
-than a quarter of the bound is never stored.
+gigabytes. Here every entry is charged an upper estimate of its bytes, proportional to the characters of its
+key's strings (the caller states how many bytes key and value hold per character at most: a normalised string
+is a small multiple of its input, a parse tree a larger one), the oldest entries go first, and an entry larger
+than a quarter of the bound is never stored. Charging by characters keeps a lookup as cheap as a dict access.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
+ENTRY_OVERHEAD = 200  # bytes of the entry itself: the dict slot, the key tuple, small values
 
 
-def size_of(value: Any) -> int:
-    """A cheap estimate of the bytes held by ``value`` (strings, tuples, lists, numbers, nested)."""
-    stack, total = [value], 0
-    while stack:
-        v = stack.pop()
-        total += sys.getsizeof(v)
-        if isinstance(v, (tuple, list)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-    return total
+def chars(key: Any) -> int:
+    """Characters of the strings in ``key`` (a string, or a tuple holding strings one level deep)."""
+    if type(key) is str:
+        return len(key)
+    if isinstance(key, tuple):
+        return sum(len(k) for k in key if type(k) is str)
+    return 0
 
 
 class ByteLRU:
-    """A thread-safe LRU mapping whose entries together hold at most ``max_bytes`` (estimated)."""
+    """A thread-safe LRU mapping whose entries together are charged at most ``max_bytes``, each entry
+    ENTRY_OVERHEAD plus ``bytes_per_char`` per character of its key."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, bytes_per_char: int):
         self.max_bytes = max_bytes
+        self.bytes_per_char = bytes_per_char
         self._data: collections.OrderedDict[Any, tuple[Any, int]] = collections.OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -49,7 +48,7 @@ class ByteLRU:
             return hit[0]
 
     def put(self, key: Any, value: Any) -> None:
-        size = size_of(key) + size_of(value)
+        size = ENTRY_OVERHEAD + self.bytes_per_char * chars(key)
         if size > self.max_bytes // 4:
             return
         with self._lock:
@@ -78,16 +77,16 @@ class ByteLRU:
 _MISSING = object()
 
 
-def byte_cached(max_bytes: int) -> Callable[[F], F]:
-    """Like ``functools.lru_cache`` for functions of hashable arguments, bounded in bytes; the wrapped
-    function gets ``cache_clear()`` and ``cache`` (the ByteLRU). Exceptions are not cached."""
+def byte_cached(max_bytes: int, bytes_per_char: int) -> Callable[[F], F]:
+    """Like ``functools.lru_cache`` for functions of strings and other small hashable arguments, bounded in
+    bytes (see ByteLRU); the wrapped function gets ``cache`` and ``cache_clear()``. Exceptions are not cached."""
 
     def wrap(fn: F) -> F:
-        cache = ByteLRU(max_bytes)
+        cache = ByteLRU(max_bytes, bytes_per_char)
 
         @functools.wraps(fn)
         def cached(*args: Any, **kwargs: Any) -> Any:
-            key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+            key = (*args, *kwargs.items()) if kwargs else args
             hit = cache.get(key, _MISSING)
             if hit is not _MISSING:
                 return hit
@@ -102,4 +101,4 @@ def byte_cached(max_bytes: int) -> Callable[[F], F]:
     return wrap
 
 
-__all__ = ["ByteLRU", "byte_cached", "size_of"]
+__all__ = ["ByteLRU", "byte_cached", "chars"]

@@ -29,7 +29,7 @@ from rlvr.verifiers.math.numeric import FLOATS, NotNumeric, evaluate, precise
 from rlvr.verifiers.math.parse import INF, TooComplex, free_symbols
 
 MAX_EXPONENT = 10000  # |n| in an exact power b^n
-MAX_BITS = 70_000  # bits of an exact value (an operation on two such numbers takes a few milliseconds)
+MAX_BITS = 40_000  # bits of an exact value (an operation on two such numbers takes about a millisecond)
 MAX_FACTORIAL = 2000  # n! computed exactly up to this n
 # magnitudes of the probe points: floats refute on moderate ones (where float error stays small); the 60-digit
 # probes that may accept also cover tiny and huge ones, so expressions that differ only there are told apart
@@ -234,6 +234,7 @@ def _poly_mul(p: Poly, q: Poly, work: list[int]) -> Poly:
         raise NotPolynomial
     out: Poly = {}
     for m1, c1 in p.items():
+        budget.check()
         for m2, c2 in q.items():
             powers = dict(m1)
             for name, e in m2:

@@ -250,17 +250,26 @@ def _last_number(response: str) -> re.Match | None:
     be a unit ("12cm")."""
     from rlvr.verifiers.math.units import canonical
 
-    found = None
-    for num in _NUMBER.finditer(response):
-        i, j = num.start(), num.end()
-        if i > 0 and (response[i - 1].isalpha() or response[i - 1] == "_"):
-            continue
-        if j < len(response) and response[j].isalpha():
-            word = re.match(r"[A-Za-z]+", response[j : j + 20])
-            if word is None or not canonical(word.group()):
+    # search a growing tail, so a long text of numbers costs about as much as its last few thousand characters
+    window = 2000
+    while True:
+        start = max(0, len(response) - window)
+        if start > 0:  # begin at a space, so no number is cut in two
+            space = response.find(" ", start)
+            start = space if space >= 0 else start
+        found = None
+        for num in _NUMBER.finditer(response, start):
+            i, j = num.start(), num.end()
+            if i > 0 and (response[i - 1].isalpha() or response[i - 1] == "_"):
                 continue
-        found = num
-    return found
+            if j < len(response) and response[j].isalpha():
+                word = re.match(r"[A-Za-z]+", response[j : j + 20])
+                if word is None or not canonical(word.group()):
+                    continue
+            found = num
+        if found is not None or start == 0:
+            return found
+        window *= 8
 
 
 def extract(response: str, *, strict: bool = False) -> Extraction:

@@ -14,7 +14,6 @@ import unicodedata
 from fractions import Fraction
 
 from rlvr.verifiers.math import units as unit_words
-from rlvr.verifiers.math.cache import byte_cached
 
 _TEXT_CMDS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
               "\\operatorname", "\\mathsf", "\\textnormal", "\\boldsymbol", "\\mathbb")
@@ -124,10 +123,18 @@ _ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re
 _REPEATING = re.compile(r"(\d*)\.(\d{0,40})\\(?:overline|bar)\s*\{?\s*(\d{1,40})\s*\}?|(\d*)\.(\d{0,40})\\dot\s*\{?(\d)\}?")
 _REALS = re.compile(r"\\mathbb\s*\{?\s*R\s*\}?(?![a-zA-Z^_])|\\R(?![a-zA-Z])|\ball real numbers\b", re.I)
 _INTEGER_PARAMETER = re.compile(
-    r"\s*,?\s*\(?\s*(?:\\text\{\s*(?:for|where)\s*\}|for|where)?\s*(?:all\s+|any\s+|some\s+)?(?:integers?\s+)?"
-    r"[kmn](?:\s*,\s*[kmn])*\s*(?:\\in\s*\\mathbb\s*\{?\s*Z\s*\}?|\\text\{\s*is an integer\s*\}|is an integer)"
-    r"\s*\)?\s*$|\s*,?\s*\(?\s*(?:for|where)?\s*(?:some|any|all)?\s*integers?\s+[kmn]\s*\)?\s*$"
+    r"(?:,|\(|\bfor\b|\bwhere\b)? ?(?:(?:all|any|some) )?(?:integers? )?[kmn](?: ?, ?[kmn])* ?"
+    r"(?:\\in ?(?:\\mathbb ?\{?Z\}?|Z)|is an integer|are integers) ?\)?$"
+    r"|(?:,|\bfor\b|\bwhere\b) ?(?:(?:all|any|some) )?integers? [kmn] ?\)?$"
 )
+
+
+def _without_integer_parameter(s: str) -> str:
+    """``s`` without a trailing "k \\in \\mathbb{Z}" / "where k is an integer" (looked for in the last 80
+    characters only, so the pattern's optional spaces cannot make a long answer slow)."""
+    head = max(0, len(s) - 80)
+    m = _INTEGER_PARAMETER.search(s[head:])
+    return s if m is None else s[: head + m.start()]
 
 
 def _repeating(m: re.Match) -> str:
@@ -138,9 +145,9 @@ def _repeating(m: re.Match) -> str:
     return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
-@byte_cached(8 * 2**20)
 def normalize(s: str, *, units: bool = True) -> str:
-    """A canonical spelling of an answer (see the module docstring)."""
+    """A canonical spelling of an answer (see the module docstring). Not cached: an answer is seen once, and
+    the reference, seen by every response of a group, is cached with its parse (see the package)."""
     s = s.strip()
     if PLAIN_NUMBER.fullmatch(s):  # the commonest answer needs none of the rewriting below
         return s
@@ -161,7 +168,6 @@ def normalize(s: str, *, units: bool = True) -> str:
         s = s.replace("\\!", "")
         if "\\overline" in s or "\\bar" in s or "\\dot" in s:
             s = _REPEATING.sub(_repeating, s)
-        s = _INTEGER_PARAMETER.sub("", s)
         s = _SPACING_COMMAND.sub(" ", s)
         if "\\frac" in s:
             s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
@@ -175,12 +181,13 @@ def normalize(s: str, *, units: bool = True) -> str:
         s = s.replace("\\{", "{").replace("\\}", "}")
     else:
         s = s.replace("~", " ")
-        s = _INTEGER_PARAMETER.sub("", s)
         if "real" in s:
             s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
     if "inf" in s:
         s = _BARE_INFINITY.sub(r"\\infty ", s)
     s = " ".join(s.split())
+    if "Z" in s or "integer" in s:
+        s = _without_integer_parameter(s)
     s = s.rstrip(" .;")
     if units:
         s = unit_words.mark_trailing(s)

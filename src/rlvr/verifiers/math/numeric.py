@@ -13,6 +13,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.parse import TooComplex
 
 _BIG = 1e250
@@ -160,11 +161,13 @@ def _eval(a: tuple, env: dict[str, Any], nums: Any) -> Any:
     if k == "neg":
         return -_eval(a[1], env, nums)
     if k == "add":
+        budget.check()
         total = nums.zero
         for t in a[1]:
             total += _eval(t, env, nums)
         return _fin(total, nums)
     if k == "mul":
+        budget.check()
         v = nums.zero + 1
         for t in a[1]:
             v = _fin(v * _eval(t, env, nums), nums)

@@ -105,13 +105,19 @@ def tokenize(s: str) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------------------- parser
 
 
-def _num(text: str) -> tuple:
-    """A number literal ("42", "3.50", "4.", ".5") as an exact Fraction (built from ints: Fraction(str) is
+def decimal_value(text: str) -> Fraction:
+    """A number literal ("42", "-3.50", "4.", ".5") as an exact Fraction (built from ints: Fraction(str) is
     several times slower)."""
-    whole, _, frac = text.partition(".")
+    sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text)
+    whole, _, frac = digits.partition(".")
     if not frac:
-        return ("num", Fraction(int(whole or "0")))
-    return ("num", Fraction(int((whole or "0") + frac), 10 ** len(frac)))
+        return Fraction(sign * int(whole or "0"))
+    return Fraction(sign * int((whole or "0") + frac), 10 ** len(frac))
+
+
+def _num(text: str) -> tuple:
+    """A number literal's node."""
+    return ("num", decimal_value(text))
 
 
 class _Parser:

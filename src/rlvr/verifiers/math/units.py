@@ -56,9 +56,11 @@ _SPELLINGS = {
     "mph": "mph", "km/h": "km/h", "kph": "km/h", "m/s": "m/s",
     "degrees?": "deg", "deg": "deg", "radians?": "rad", "rad": "rad",
 }
+_PATTERNS = [(re.compile(k, re.I), re.compile(k), name) for k, name in _SPELLINGS.items()]
 _SQUARE = re.compile(r"^(?:square|sq\.?)\s+(.+)$", re.I)
 _CUBIC = re.compile(r"^(?:cubic|cu\.?)\s+(.+)$", re.I)
 # count nouns: no dimension, dropped
+_POWER = re.compile(r"^(.+?)\s*\^\s*\{?\s*([23])\s*\}?$")
 _COUNTS = re.compile(r"^(?:(?:square |sq\.? |cubic )?units?|people|persons?|students|children|items|objects|"
                      r"ways|times)$", re.I)
 
@@ -72,11 +74,11 @@ def canonical(word: str) -> str | None:
     m = _SQUARE.match(word) or _CUBIC.match(word)
     if m:
         power, word = ("^2" if m.re is _SQUARE else "^3"), m.group(1)
-    m = re.match(r"^(.+?)\s*\^\s*\{?\s*([23])\s*\}?$", word)
+    m = _POWER.match(word)
     if m and not power:
         word, power = m.group(1), "^" + m.group(2)
-    for spelling, name in _SPELLINGS.items():
-        if re.fullmatch(spelling, word, re.I if len(word) > 2 else 0):
+    for any_case, exact, name in _PATTERNS:
+        if (any_case if len(word) > 2 else exact).fullmatch(word):
             unit = name + power
             return unit if unit in SIZES else None
     return None
