@@ -70,6 +70,8 @@ MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge witho
 _MC = re.compile(r"^\(?([A-J])\)?$")
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
 _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
+# two numbers joined by a comma without a space, which is no thousands separator ("1,22", "0,111")
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+", re.ASCII)
 _DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
 _SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)  # verdicts of the symbolic stage, which no caller's cache keeps
 
@@ -198,6 +200,10 @@ def decide(
     multi_box = len(distinct) > 1
     if not multi_box and ref_norm and norm == ref_norm:
         return _v(1.0, Status.CORRECT, "string_equal")
+    if not multi_box and _DECIMAL_COMMA.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+        norm = norm.replace(",", ".")  # "1,22" against the single number 1.22: a decimal comma
+    elif not multi_box and _DECIMAL_COMMA.fullmatch(ref_norm) and PLAIN_NUMBER.fullmatch(norm):
+        ref_norm, ref = ref_norm.replace(",", "."), None
     if not multi_box and PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
         # two decimal numbers, the commonest comparison: exact, without building any tree
         if decimal_value(norm) == decimal_value(ref_norm):

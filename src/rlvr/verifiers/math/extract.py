@@ -115,7 +115,8 @@ def boxed_spans(text: str) -> list[tuple[int, str]]:
 # "final answer is" ends where "answer is" does, so one pattern finds the end of every marker
 _ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
 _NUMBER = re.compile(
-    r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
+    r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?\d+,\d{1,2}(?![\d,])"
+    r"|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
 )
 
 
@@ -130,6 +131,7 @@ _UNCOMMITTED = re.compile(
     r"give\s+up|not\s+finish|didn't\s+finish|unfinished|incomplete|stuck|guess)\b",
     re.I,
 )
+_NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$", re.I)
 _FINAL_MARKERS = ("final answer", "answer is", "answer:", "**answer", "in conclusion", "to conclude", "in summary")
 
 
@@ -230,10 +232,11 @@ def _sentence(text: str, start: int, end: int) -> str:
 
 
 def _committed(text: str, start: int, end: int) -> bool:
-    """False when the sentence holding text[start:end] withdraws the value or does not commit to it, or the
-    text after it gives up."""
-    return not (_UNCOMMITTED.search(_sentence(text, start, end)) or _WITHDRAWN.search(_sentence(text, start, end))
-                or _UNCOMMITTED.search(text[end : end + 300]))
+    """False when a negation stands right before text[start:end] ("definitely not 5"; "not 10, which is 12"
+    commits to 12), the sentence holding it does not commit to it ("we need to prove ..."), or the text
+    after it gives up."""
+    return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start)
+                or _UNCOMMITTED.search(_sentence(text, start, end)) or _UNCOMMITTED.search(text[end : end + 300]))
 
 
 def _final_candidates(low: str, spans: list[tuple[int, str]]) -> list[tuple[int, str]]:
