@@ -183,6 +183,10 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("13"), "12 \\text{ cm}", False),
         (B("50 \\text{ cm}^2"), "0.005 \\text{ m}^2", True),
         (B("3 \\text{ dollars}"), "300 \\text{ cents}", True),
+        (B("\\sin 30^\\circ"), "\\frac{1}{2}", True),
+        (B("\\sin 30^\\circ"), "1", False),
+        (B("30^\\circ + 15^\\circ"), "45^\\circ", True),
+        (B("30^\\circ + 15^\\circ"), "50^\\circ", False),
     ],
     "words that change a number": [
         (B("2 \\text{ squared}"), "2", False),

@@ -446,6 +446,7 @@ _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _IN = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*")
 _SET_BUILDER = re.compile(r"^\{\s*[a-zA-Z](?:_\w)?\s*(?:\\in\s*[^|:{}]*?)?\s*(?:\||\\mid|:)\s*(.+)\}$", re.S)
 _RANGE_WORDS = re.compile(r"^(?:from\s+)?(\S+)\s+(?:to|through|thru)\s+(\S+)$|^between\s+(\S+)\s+and\s+(\S+)$", re.I)
+_FUNCTION_CALL = re.compile(r"\\(?:" + "|".join(sorted(_FUNCS)) + r")(?![a-zA-Z])")
 _UNIT = re.compile(r"^(.*?)\s*\\unit\{([^{}]*)\}$", re.S)
 _NUMBER_WORDS = re.compile(r"^(-?\d+(?:\.\d+)?)\s+([a-zA-Z][a-zA-Z\s'-]*)$", re.ASCII)
 MULTIPLIERS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
@@ -552,13 +553,15 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         return ("ratio", [parse_expr(p) for p in ratio])
 
     unit = _UNIT.match(s) if "\\unit{" in s else None
+    if unit and unit.group(2) == "deg" and (_FUNCTION_CALL.search(unit.group(1)) or "\\unit{" in unit.group(1)):
+        unit = None  # \sin 30^\circ, 30^\circ + 15^\circ: the degree signs belong to the terms
     if unit:
         value = rec(unit.group(1)) if unit.group(1).strip() else None
         if value is None or value[0] != "expr" or value[2]:
             raise ParseError("unparseable")
         return ("qty", value[1], unit.group(2))
-    if "\\unit{deg}" in s:  # a degree sign inside an expression (\sin 30^\circ): a factor of pi/180
-        s = s.replace("\\unit{deg}", "\\cdot\\frac{\\pi}{180}")
+    if "\\unit{deg}" in s:  # a degree sign inside an expression (\sin 30^\circ): a factor of pi/180, written
+        s = s.replace("\\unit{deg}", " \\frac{\\pi}{180}")  # next to its number so it joins a function's argument
 
     pct = False
     if s.endswith("%"):
