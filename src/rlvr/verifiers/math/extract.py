@@ -37,7 +37,12 @@ _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
 _LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
 _TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
 _NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
-_MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
+# several math spans offered together: "$3$ or $4$", "$x = 1$ and $x = 3$", "$1$, $2$"
+_MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
+# a reason after the value: "7, since $n = 3$"
+_REASON = re.compile(r",?\s+(?:since|because|as|given that|which|where|so that)\b", re.I)
+# a restated goal before an explicit marker: "we want to show that the answer is 4"
+_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us)\b", re.I)
 _ARITHMETIC_CHAIN = re.compile(r"(?<![\w.])(?:[\d.]+\s*[-+*/x\u00d7]\s*)+[\d.]+\s*=\s*$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
@@ -114,6 +119,7 @@ def boxed_spans(text: str) -> list[tuple[int, str]]:
 
 # "final answer is" ends where "answer is" does, so one pattern finds the end of every marker
 _ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
+_OPTION_MARKER = re.compile(r"(?:option|choice)\s+is\b")
 _NUMBER = re.compile(
     r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?\d+,\d{1,2}(?![\d,])"
     r"|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
@@ -161,6 +167,9 @@ def _clean_marker_text(s: str) -> str:
     if _WITHDRAWN.search(line):  # "definitely not 5": kept whole, so it reads as text
         return line.replace("$", " ").rstrip(".").strip()
     line = _after_copula(line)
+    reason = _REASON.search(line)
+    if reason and reason.start() > 0 and line[: reason.start()].count("$") % 2 == 0:
+        line = line[: reason.start()]
     # math inside the marker text wins, unless several spans are offered as alternatives ("$3$ or $4$")
     inner = last_math(line)
     if inner is not None:
@@ -209,15 +218,18 @@ def _last_marker_end(low: str) -> int:
     text, or -1. Searches backwards, so a long response costs a few ``rfind`` calls."""
     hashes = low.rfind("####")
     best = hashes + 4 if hashes >= 0 else -1
-    pos = len(low)
-    while True:
-        i = low.rfind("answer", 0, pos)
-        if i < 0 or i < hashes:
-            return best
-        m = _ANSWER_MARKER.match(low, i)
-        if m:
-            return max(best, m.end())
-        pos = i + len("answer") - 1
+    for word, marker in (("answer", _ANSWER_MARKER), ("option", _OPTION_MARKER), ("choice", _OPTION_MARKER)):
+        pos = len(low)
+        while True:
+            i = low.rfind(word, 0, pos)
+            if i < 0 or i < hashes:
+                break
+            m = marker.match(low, i)
+            if m:
+                best = max(best, m.end())
+                break
+            pos = i + len(word) - 1
+    return best
 
 
 def _sentence(text: str, start: int, end: int) -> str:
@@ -292,6 +304,8 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
         final = _final_candidates(low, spans)
         return Extraction(final[-1][1].strip(), "boxed", tuple(b.strip() for _, b in final))
     end = _last_marker_end(low)
+    if end >= 0 and _GOAL.search(_sentence(response, end, end)):
+        return Extraction(None, "uncommitted", ())
     if end >= 0:
         ans = _clean_marker_text(response[end : end + 2000])
         if ans:

@@ -177,6 +177,8 @@ def normalize(s: str, *, units: bool = True) -> str:
         if "\\mathbb" in s or "\\R" in s:
             s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
         s = _unwrap_text_commands(s, units)
+        if "real" in s:
+            s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
         s = _rewrite_commands(s, _RELATION_COMMANDS).replace("\\|", "|")
         s = s.replace("\\{", "{").replace("\\}", "}")
     else:
