@@ -29,7 +29,8 @@ Verdicts
     undecidable   reasons: "no_answer_found", "unparseable_answer", "too_complex" (past a guard: answer length,
                   nesting depth, exponent size, factorial argument, float overflow)
     timeout       the symbolic stage did not finish within the budget
-    error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string)
+    error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
+                  defect of the verifier met on this input; reported, never raised)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
 ("answer_tag", "boxed", "marker", "math", "last_number", "none") and ``details["stage"]`` where it was decided
 ("inline", "symbolic", or "probe" when SymPy ran out of time and random-point probing decided).
@@ -337,6 +338,8 @@ def math_verifier(
     budget_s = 5.0 if timeout_s is None else max(0.0, float(timeout_s))
     deadline = time.monotonic() + budget_s
     soft = deadline - min(INLINE_MARGIN_S, 0.2 * budget_s)  # where every stage aims to stop
+    if percent not in ("auto", "strict"):  # a caller's mistake: raised, unlike anything about the response
+        raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
     if not isinstance(response, str):
         return _v(0.0, Status.ERROR, "bad_response", error=f"response is {type(response).__name__}")
     if len(response) > MAX_RESPONSE_CHARS:
@@ -365,6 +368,9 @@ def math_verifier(
         verdict = decide(answer, reference, symbolic=False, **options)
     except budget.OutOfTime:
         verdict = _v(0.0, Status.TIMEOUT, "timeout")
+    except (RecursionError, MemoryError, ArithmeticError, LookupError, ValueError, TypeError) as exc:
+        # a defect of ours on some input: still a verdict for the caller, named so that it is found and fixed
+        verdict = _v(0.0, Status.ERROR, "internal_error", error=repr(exc)[:300])
     finally:
         budget.set_deadline(previous)
     if verdict is None:

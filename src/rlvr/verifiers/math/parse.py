@@ -513,6 +513,8 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         vals = [_as_interval(rec(p)) for p in parts]
         return ("union", vals)
     s = _IN.sub("", s)
+    if not s.strip():
+        raise ParseError("empty")
 
     parts = split_top(s, _COMMA)
     if len(parts) > MAX_ITEMS:
