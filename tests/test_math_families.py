@@ -170,6 +170,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("1 000"), "1000", True),
         (B("1 000 000"), "1000", False),
         ("The count is 12 345 in total, so the answer is 12 345.", "12345", True),
+        ("Thus the total is 11,\\!111,\\!100.", "11111100", True),
+        (B("-\u00bd"), "-\\frac12", True),
+        (B("\u00bd"), "\\frac13", False),
     ],
     "units and angles": [
         (B("2 \\text{ minutes}"), "120 \\text{ seconds}", True),
@@ -227,6 +230,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("Answer: it is 6", "6", True),
         ("We want to show that the answer is 4.", "4", False),
         ("So the result cannot be 7.", "7", False),
+        ("Let $x = 3$.", "3", False),
+        ("Assume the answer is 3.", "3", False),
+        ("I ran out of time before finding 5.", "5", False),
     ],
     "letter answers": [
         ("Answer: I don't know.", "I", False),
@@ -247,6 +253,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("Answer: (D)", "D", True),
         ("The correct option is B.", "B", True),
         ("The correct option is B.", "D", False),
+        ("Answer: (A) or (C)", "A", False),
+        ("Answer: (B) and (D)", "B", False),
+        ("Answer: (B) 12", "B", True),
     ],
     "many boxes": [
         (" ".join(f"\\boxed{{{k}}}" for k in range(20)) + " \\boxed{7}", "7", False),

@@ -73,6 +73,7 @@ _MC = re.compile(r"^\(?([A-J])\)?$")
 _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
 # two numbers joined by a comma without a space, which is no thousands separator ("1,22", "0,111")
 _DECIMAL_COMMA = re.compile(r"-?\d+,\d+", re.ASCII)
+_OTHER_CHOICE = re.compile(r"\(([A-Ja-j])\)|\b(?:or|and)\s+([A-Ja-j])\b")  # "(A) or (C)", "(B) and D"
 _DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
 _SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)  # verdicts of the symbolic stage, which no caller's cache keeps
 
@@ -191,7 +192,9 @@ def decide(
     if m:
         got = _MC_ANSWER.match(norm)
         letters = {normalize(b, units=units).strip("() .").upper() for b in boxes} - {""}
-        if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1:
+        others = {x.upper() for pair in _OTHER_CHOICE.findall(norm[got.end():]) for x in pair if x} if got else set()
+        if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1 \
+                and others <= {m.group(1)}:
             return _v(1.0, Status.CORRECT, "choice_equal")
         return _v(0.0, Status.INCORRECT, "choice_mismatch")
 

@@ -42,7 +42,7 @@ _MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
 # a reason after the value: "7, since $n = 3$"
 _REASON = re.compile(r",?\s+(?:since|because|as|given that|which|where|so that)\b", re.I)
 # a restated goal before an explicit marker: "we want to show that the answer is 4"
-_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us)\b", re.I)
+_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us|assume|suppose)\b", re.I)
 _ARITHMETIC_CHAIN = re.compile(r"(?<![\w.])(?:[\d.]+\s*[-+*/x\u00d7]\s*)+[\d.]+\s*=\s*$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
@@ -121,7 +121,7 @@ def boxed_spans(text: str) -> list[tuple[int, str]]:
 _ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
 _OPTION_MARKER = re.compile(r"(?:option|choice)\s+is\b")
 _NUMBER = re.compile(
-    r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?\d+,\d{1,2}(?![\d,])"
+    r"-?\d{1,3}(?:,(?:\\!)?\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?\d+,\d{1,2}(?![\d,])"
     r"|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
 )
 
@@ -134,7 +134,8 @@ _WITHDRAWN = re.compile(
 _UNCOMMITTED = re.compile(
     r"\b(?:prove|show\s+that|need\s+to|want\s+to|we\s+must|asked|asks|suppose|assume|let\s+us\s+find|"
     r"to\s+find|could\s+not|couldn't|can't|cannot|unable|not\s+sure|don't\s+know|do\s+not\s+know|"
-    r"give\s+up|not\s+finish|didn't\s+finish|unfinished|incomplete|stuck|guess)\b",
+    r"give\s+up|not\s+finish|didn't\s+finish|unfinished|incomplete|stuck|guess|ran\s+out|no\s+idea|not\s+able|"
+    r"let\s+(?=\$|[a-z]\s*=))",
     re.I,
 )
 _NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$", re.I)
