@@ -5,20 +5,27 @@
 
 Layout
     extract.py      find the final answer (\\boxed{}, <answer>, "final answer is", "Answer:", "####", $...$,
-                    the last number)
-    parse.py        normalise it and parse it (our own LaTeX subset -> small tuple trees; sets, tuples, intervals,
-                    inequalities, equations, matrices, text)
-    equivalence.py  strings -> exact rationals -> numeric -> random-point probing -> (symbolic stage)
+                    the last number), and whether the response commits to it
+    normalize.py    one spelling for an answer (delimiters, \\text{}, Unicode, thousands, repeating decimals)
+    units.py        units after a value: which words are units, their dimension and size
+    parse.py        parse it (our own LaTeX subset -> small tuple trees; sets, tuples, intervals, inequalities,
+                    equations with all their sides, ratios, quantities, matrices, text)
+    equivalence.py  strings -> exact rationals -> numeric -> polynomial normal forms -> probing -> (symbolic stage)
+    numeric.py      values of trees in complex floats and in 60-digit mpmath numbers
+    budget.py       the call's deadline, checked between bounded steps
+    cache.py        caches bounded in bytes
     symbolic.py     SymPy (and latex2sympy2_extended as a fallback), only ever run in a supervised worker
+docs/verifiers.md states the policy of every debatable family (rounding, units, angles, endpoints, lists,
+tuples, decimal commas, labels, equations, letters, hedges).
 
 Policy (keyword options of ``verify("math", response, reference, **policy)``) and their defaults
     tuple_order=True   (1,2) vs (2,1): ordered tuples/points; False compares tuples as unordered
-    rel_tol=1e-9       relative tolerance for IRRATIONAL constants compared as floats (sqrt(2) vs 1.41421356237);
-    abs_tol=1e-12      rational constants (integers, decimals, fractions) are always compared EXACTLY:
-                       0.333 != 1/3, 0.5 == 1/2 == 50%
+    rel_tol=1e-9       tolerance for an answer written with a decimal literal against an irrational value
+    abs_tol=1e-12      (sqrt(2) vs 1.41421356237); rational constants are always compared EXACTLY (0.333 != 1/3,
+                       0.5 == 1/2 == 50%) and exact closed forms to 60 digits (e^{-30} != 0)
     percent="auto"     "auto": 50\\% == 0.5 == 50 (either side may carry the sign); "strict": % means /100,
                        so 50\\% == 0.5 but 50\\% != 50
-    units=True         strip known unit words (cm, meters, dollars, degrees, units, ... and \\text{unit} after a value)
+    units=True         read units after a value and convert between them (2 minutes == 120 seconds != 2 hours)
     strict=False       True turns off the last-number extraction fallback
     timeout_s=5.0      hard wall-clock budget of the whole call
 
@@ -28,17 +35,19 @@ Verdicts
                   reference), "choice_mismatch"
     undecidable   reasons: "no_answer_found", "unparseable_answer", "too_complex" (past a guard: answer length,
                   nesting depth, exponent size, factorial argument, float overflow)
-    timeout       the symbolic stage did not finish within the budget
+    timeout       the call's budget ran out (inline, or in the symbolic stage)
     error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
                   defect of the verifier met on this input; reported, never raised)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
-("answer_tag", "boxed", "marker", "math", "last_number", "none") and ``details["stage"]`` where it was decided
+("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted") and ``details["stage"]`` where it was decided
 ("inline", "symbolic", or "probe" when SymPy ran out of time and random-point probing decided).
 
-Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller
-and are bounded by guards; only the SymPy stage (expressions with variables whose equivalence probing did not
-refute, or text our parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the
-remaining budget, so it can be killed. The call itself never waits longer than ``timeout_s``.
+Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller;
+each step is bounded by a guard checked before it runs and the call's deadline is checked between steps
+(budget.py), so inline work stops at a soft deadline a fifth of the budget (at most 0.25 s) before the hard
+one. Only the SymPy stage (expressions with variables whose equivalence probing did not refute, or text our
+parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the remaining budget, so
+it can be killed. No call returns later than ``timeout_s`` + 0.5 s, from any thread.
 
 Conventions: ``e`` is Euler's number and ``i`` the imaginary unit; ``\\log`` without a base is the natural log;
 a run of three or more letters that is not a known function is text (compared case- and space-insensitively);
