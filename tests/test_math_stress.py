@@ -46,6 +46,7 @@ def _adversarial() -> list[tuple[str, str]]:
         B("\\{x \\mid " + " < ".join(["x"] * 200) + "\\}"),
         B("1, 2, \\ldots, 10^{100}"),
         " ".join(f"\\boxed{{{k}^{{9000}}}}" for k in range(300)),
+        " ".join(f"\\boxed{{{k % 97}}}" for k in range(20000)),
         "\\boxed{" * 5000 + "7" + "}" * 4000,
         "The answer is " + "not " * 20000 + "5.",
         "$" + "a" * 50000 + "$ " * 200 + "Final Answer: The final answer is 5.",

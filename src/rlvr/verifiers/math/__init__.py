@@ -115,6 +115,15 @@ def _distinct_values(texts: list[str], units: bool) -> list[str]:
     return out
 
 
+def _spellings(boxes: list[str] | tuple[str, ...], units: bool) -> list[str]:
+    """The normalised text of every box (a box too long to be an answer is kept as it is)."""
+    out = []
+    for b in boxes:
+        budget.check()
+        out.append(normalize(b, units=units) if len(b) <= MAX_ANSWER_RAW else b)
+    return out
+
+
 def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
     """(value or None when our parser cannot read it, normalised text, a final verdict or None)."""
     value, norm, final = _reference_head(reference, units)
@@ -195,12 +204,13 @@ def decide(
     if len(answer) > MAX_ANSWER_RAW:
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     norm = normalize(answer, units=units)
+    spelled = _spellings(boxes, units)
 
     # multiple choice
     m = _MC.match(ref_norm) if ref_norm else None
     if m:
         got = _MC_ANSWER.match(norm)
-        letters = {normalize(b, units=units).strip("() .").upper() for b in boxes} - {""}
+        letters = {b.strip("() .").upper() for b in spelled} - {""}
         others = {x.upper() for pair in _OTHER_CHOICE.findall(norm[got.end():]) for x in pair if x} if got else set()
         if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1 \
                 and others <= {m.group(1)}:
@@ -208,7 +218,6 @@ def decide(
         return _v(0.0, Status.INCORRECT, "choice_mismatch")
 
     # hedging across several boxes (boxes with equivalent values count once)
-    spelled = [normalize(b, units=units) if len(b) <= MAX_ANSWER_RAW else b for b in boxes]
     distinct = _distinct_values([t for t in dict.fromkeys(spelled) if t != norm] + [norm] if spelled else [], units)
     multi_box = len(distinct) > 1
     if not multi_box and ref_norm and norm == ref_norm:
