@@ -446,6 +446,7 @@ _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _IN = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*")
 _SET_BUILDER = re.compile(r"^\{\s*[a-zA-Z](?:_\w)?\s*(?:\\in\s*[^|:{}]*?)?\s*(?:\||\\mid|:)\s*(.+)\}$", re.S)
 _RANGE_WORDS = re.compile(r"^(?:from\s+)?(\S+)\s+(?:to|through|thru)\s+(\S+)$|^between\s+(\S+)\s+and\s+(\S+)$", re.I)
+_STRUCTURE = re.compile(r"[,;=<>:!]|\s(?:or|and|to|through|thru|U)\s|\\(?:cup|pm|mp|in|lor)(?![a-zA-Z])|^between\s")
 _FUNCTION_CALL = re.compile(r"\\(?:" + "|".join(sorted(_FUNCS)) + r")(?![a-zA-Z])")
 _UNIT = re.compile(r"^(.*?)\s*\\unit\{([^{}]*)\}$", re.S)
 _NUMBER_WORDS = re.compile(r"^(-?\d+(?:\.\d+)?)\s+([a-zA-Z][a-zA-Z\s'-]*)$", re.ASCII)
@@ -494,65 +495,67 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
             raise ParseError("unparseable")
         return ("matrix", table)
 
-    builder = _SET_BUILDER.match(s) if s[0] == "{" and _wrapped(s) else None
-    if builder:  # {x | -1 < x < 1}: the solution set of the condition
-        return _solution_set(rec(builder.group(1)))
-    words = _RANGE_WORDS.match(s)
-    if words:  # "2 to 7", "between 2 and 7": the closed range
-        lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
-        return ("range", parse_expr(lo), parse_expr(hi))
+    # every structure below needs one of a few characters or words: a plain expression skips them all
+    if _STRUCTURE.search(s) or s[0] in "([{":
+        builder = _SET_BUILDER.match(s) if s[0] == "{" and _wrapped(s) else None
+        if builder:  # {x | -1 < x < 1}: the solution set of the condition
+            return _solution_set(rec(builder.group(1)))
+        words = _RANGE_WORDS.match(s)
+        if words:  # "2 to 7", "between 2 and 7": the closed range
+            lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
+            return ("range", parse_expr(lo), parse_expr(hi))
 
-    parts = split_top(s, _OR)
-    if len(parts) > 1:
-        return ("or", [rec(p) for p in parts])
-    parts = split_top(s, _LIST_SEP)
-    if len(parts) > 1:
-        return ("set", _items(parts, rec))
-    parts = split_top(s, _CUP)
-    if len(parts) > 1:
-        vals = [_as_interval(rec(p)) for p in parts]
-        return ("union", vals)
-    s = _IN.sub("", s)
-    if not s.strip():
-        raise ParseError("empty")
+        parts = split_top(s, _OR)
+        if len(parts) > 1:
+            return ("or", [rec(p) for p in parts])
+        parts = split_top(s, _LIST_SEP)
+        if len(parts) > 1:
+            return ("set", _items(parts, rec))
+        parts = split_top(s, _CUP)
+        if len(parts) > 1:
+            vals = [_as_interval(rec(p)) for p in parts]
+            return ("union", vals)
+        s = _IN.sub("", s)
+        if not s.strip():
+            raise ParseError("empty")
 
-    parts = split_top(s, _COMMA)
-    if len(parts) > MAX_ITEMS:
-        raise TooComplex("too_many_items")
-    if len(parts) > 1:
-        return ("set", _items(parts, rec))
-    pm = _PLUS_MINUS.findall(s) if "\\pm" in s or "\\mp" in s else ()
-    if len(pm) == 1:  # a \pm b: both values
-        return ("set", _items([s], rec))
-
-    if s[0] in "([{" and s[-1] in ")]}" and _wrapped(s):
-        inner = s[1:-1]
-        items = split_top(inner, _COMMA)
-        if len(items) > MAX_ITEMS:
+        parts = split_top(s, _COMMA)
+        if len(parts) > MAX_ITEMS:
             raise TooComplex("too_many_items")
-        if s[0] == "{" and s[-1] == "}":
+        if len(parts) > 1:
+            return ("set", _items(parts, rec))
+        pm = _PLUS_MINUS.findall(s) if "\\pm" in s or "\\mp" in s else ()
+        if len(pm) == 1:  # a \pm b: both values
+            return ("set", _items([s], rec))
+
+        if s[0] in "([{" and s[-1] in ")]}" and _wrapped(s):
+            inner = s[1:-1]
+            items = split_top(inner, _COMMA)
+            if len(items) > MAX_ITEMS:
+                raise TooComplex("too_many_items")
+            if s[0] == "{" and s[-1] == "}":
+                if len(items) > 1:
+                    return ("set", _items(items, rec))
+                return rec(inner) if inner.strip() else ("set", [])
+            if len(items) == 2 and (s[0] == "[" or s[-1] == "]") and s[0] != "{" and s[-1] != "}":
+                lo, hi = (_scalar(rec(p)) for p in items)
+                return ("interval", s[0] == "[", lo, hi, s[-1] == "]")
             if len(items) > 1:
-                return ("set", _items(items, rec))
-            return rec(inner) if inner.strip() else ("set", [])
-        if len(items) == 2 and (s[0] == "[" or s[-1] == "]") and s[0] != "{" and s[-1] != "}":
-            lo, hi = (_scalar(rec(p)) for p in items)
-            return ("interval", s[0] == "[", lo, hi, s[-1] == "]")
-        if len(items) > 1:
-            if s[0] == "(" and s[-1] == ")" or s[0] == "[" and s[-1] == "]":
-                return ("tuple", [rec(p) for p in items])
-            raise ParseError("unparseable")
+                if s[0] == "(" and s[-1] == ")" or s[0] == "[" and s[-1] == "]":
+                    return ("tuple", [rec(p) for p in items])
+                raise ParseError("unparseable")
 
-    rel = split_top(s, _REL)
-    if len(rel) > 1:
-        return _inequality(s)
+        rel = split_top(s, _REL)
+        if len(rel) > 1:
+            return _inequality(s)
 
-    eq = split_top(s, _EQ)
-    if len(eq) > 1:
-        return _equation(eq, rec)
+        eq = split_top(s, _EQ)
+        if len(eq) > 1:
+            return _equation(eq, rec)
 
-    ratio = split_top(s, _RATIO)
-    if len(ratio) > 1:
-        return ("ratio", [parse_expr(p) for p in ratio])
+        ratio = split_top(s, _RATIO)
+        if len(ratio) > 1:
+            return ("ratio", [parse_expr(p) for p in ratio])
 
     unit = _UNIT.match(s) if "\\unit{" in s else None
     if unit and unit.group(2) == "deg" and (_FUNCTION_CALL.search(unit.group(1)) or "\\unit{" in unit.group(1)):
