@@ -8,8 +8,9 @@ Layout
                     the last number), and whether the response commits to it
     normalize.py    one spelling for an answer (delimiters, \\text{}, Unicode, thousands, repeating decimals)
     units.py        units after a value: which words are units, their dimension and size
-    parse.py        parse it (our own LaTeX subset -> small tuple trees; sets, tuples, intervals, inequalities,
-                    equations with all their sides, ratios, quantities, matrices, text)
+    expression.py   our own tokenizer and parser of the LaTeX subset of answers -> small tuple trees
+    parse.py        the answer's structure around them (sets, tuples, intervals, inequalities, equations with
+                    all their sides, ratios, quantities, matrices, text)
     equivalence.py  strings -> exact rationals -> numeric -> polynomial normal forms -> probing -> (symbolic stage)
     numeric.py      values of trees in complex floats and in 60-digit mpmath numbers
     budget.py       the call's deadline, checked between bounded steps

@@ -26,7 +26,8 @@ from typing import Any
 
 from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.numeric import FLOATS, NotNumeric, evaluate, precise
-from rlvr.verifiers.math.parse import INF, TooComplex, free_symbols
+from rlvr.verifiers.math.expression import TooComplex, free_symbols
+from rlvr.verifiers.math.parse import INF
 
 MAX_EXPONENT = 10000  # |n| in an exact power b^n
 MAX_BITS = 40_000  # bits of an exact value (an operation on two such numbers takes about a millisecond)

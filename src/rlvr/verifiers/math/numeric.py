@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr.verifiers.math import budget
-from rlvr.verifiers.math.parse import TooComplex
+from rlvr.verifiers.math.expression import TooComplex
 
 _BIG = 1e250
 _BIG_LOG = math.log(_BIG)
