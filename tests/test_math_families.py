@@ -233,6 +233,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("Let $x = 3$.", "3", False),
         ("Assume the answer is 3.", "3", False),
         ("I ran out of time before finding 5.", "5", False),
+        ("5 is not the answer.", "5", False),
+        ("I could not finish. Partial result: 3", "3", False),
+        ("We checked it twice. Result: 3", "3", True),
     ],
     "letter answers": [
         ("Answer: I don't know.", "I", False),

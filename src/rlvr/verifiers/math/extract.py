@@ -131,14 +131,18 @@ _COPULA = re.compile(r"\s(?:is|are|was|were|equals|be|becomes|gives|of)\s", re.I
 _WITHDRAWN = re.compile(
     r"\b(?:not|never|n't|cannot|unable|unsure|no\s+(?:answer|solution|idea))\b|n't\b", re.I
 )
+# giving up: no value near it is a committed answer
+_GIVING_UP = (r"could\s+not|couldn't|unable|not\s+sure|don't\s+know|do\s+not\s+know|give\s+up|gave\s+up|"
+              r"not\s+finish|didn't\s+finish|unfinished|ran\s+out|no\s+idea|not\s+able")
+_GAVE_UP = re.compile(r"\b(?:" + _GIVING_UP + r")\b", re.I)
+# a sentence that restates a goal, assumes, guesses or gives up commits to none of its values
 _UNCOMMITTED = re.compile(
     r"\b(?:prove|show\s+that|need\s+to|want\s+to|we\s+must|asked|asks|suppose|assume|let\s+us\s+find|"
-    r"to\s+find|could\s+not|couldn't|can't|cannot|unable|not\s+sure|don't\s+know|do\s+not\s+know|"
-    r"give\s+up|not\s+finish|didn't\s+finish|unfinished|incomplete|stuck|guess|ran\s+out|no\s+idea|not\s+able|"
-    r"let\s+(?=\$|[a-z]\s*=))",
+    r"to\s+find|can't|cannot|incomplete|stuck|guess|let\s+(?=\$|[a-z]\s*=)|" + _GIVING_UP + r")",
     re.I,
 )
 _NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$", re.I)
+_NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn't|wasn't|aren't)\b", re.I)
 _FINAL_MARKERS = ("final answer", "answer is", "answer:", "**answer", "in conclusion", "to conclude", "in summary")
 
 
@@ -248,8 +252,9 @@ def _committed(text: str, start: int, end: int) -> bool:
     """False when a negation stands right before text[start:end] ("definitely not 5"; "not 10, which is 12"
     commits to 12), the sentence holding it does not commit to it ("we need to prove ..."), or the text
     after it gives up."""
-    return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start)
-                or _UNCOMMITTED.search(_sentence(text, start, end)) or _UNCOMMITTED.search(text[end : end + 300]))
+    return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start) or _NEGATED_AFTER.match(text, end)
+                or _UNCOMMITTED.search(_sentence(text, start, end)) or _UNCOMMITTED.search(text[end : end + 300])
+                or _GAVE_UP.search(text, max(0, start - 300), start))
 
 
 def _final_candidates(low: str, spans: list[tuple[int, str]]) -> list[tuple[int, str]]:
