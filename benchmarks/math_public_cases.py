@@ -74,7 +74,8 @@ def main() -> None:
     wrong = [c for c, a in zip(cases, verdicts["rlvr"]) if a != c["expected"]]
     print(f"\nrlvr wrong on {len(wrong)}:")
     for c in wrong:
-        print(f"  [{c['source']}] expected={c['expected']!s:5} ref={c['reference']!r} response=...{c['response'][-70:]!r}")
+        print(f"  [{c['source']}] expected={c['expected']!s:5} ref={c['reference']!r} "
+              f"response=...{c['response'][-70:]!r}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ def B(x: str) -> str:
     return f"Working through the algebra, we find the answer $\\boxed{{{x}}}$."
 
 
+STEPS = "First $\\boxed{12}$ for the base case, then $\\boxed{20}$ for the step."
+
 # family -> rows of (response, reference, accepted?)
 FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
     "lists joined by words or separators": [
@@ -135,8 +137,8 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("Final Answer: The answer is 8, since $n=3$.", "7", False),
     ],
     "intermediate boxes before a final answer": [
-        ("First $\\boxed{12}$ for the base case, then $\\boxed{20}$ for the step.\n\n**Final Answer**\n$\\boxed{32}$", "32", True),
-        ("First $\\boxed{12}$ for the base case, then $\\boxed{20}$ for the step.\n\n**Final Answer**\n$\\boxed{31}$", "32", False),
+        (STEPS + "\n\n**Final Answer**\n$\\boxed{32}$", "32", True),
+        (STEPS + "\n\n**Final Answer**\n$\\boxed{31}$", "32", False),
         ("Part (a): \\boxed{4}. Part (b): \\boxed{9}. The final answer is \\boxed{13}.", "13", True),
         ("Part (a): \\boxed{4}. Part (b): \\boxed{9}. The final answer is \\boxed{14}.", "13", False),
         ("Sub-result \\boxed{x^2}. In conclusion, \\boxed{2x}.", "2x", True),

@@ -40,7 +40,8 @@ Verdicts
     error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
                   defect of the verifier met on this input; reported, never raised)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
-("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted") and ``details["stage"]`` where it was decided
+("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted") and ``details["stage"]`` where it
+was decided
 ("inline", "symbolic", or "probe" when SymPy ran out of time and random-point probing decided).
 
 Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller;
@@ -66,9 +67,10 @@ from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.cache import ByteLRU, byte_cached
 from rlvr.verifiers.math.equivalence import Ctx, check
+from rlvr.verifiers.math.expression import decimal_value
 from rlvr.verifiers.math.extract import boxed_all, extract
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER
-from rlvr.verifiers.math.parse import ParseError, TooComplex, decimal_value, is_multi, normalize, parse_answer
+from rlvr.verifiers.math.parse import ParseError, TooComplex, is_multi, normalize, parse_answer
 from rlvr.verifiers.registry import register_verifier
 
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
@@ -85,7 +87,8 @@ _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j
 _DECIMAL_COMMA = re.compile(r"-?\d+,\d+", re.ASCII)
 _OTHER_CHOICE = re.compile(r"\(([A-Ja-j])\)|\b(?:or|and)\s+([A-Ja-j])\b")  # "(A) or (C)", "(B) and D"
 _DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
-_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)  # verdicts of the symbolic stage, which no caller's cache keeps
+# verdicts of the symbolic stage, which no caller's cache keeps
+_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)
 
 
 def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:

@@ -120,7 +120,9 @@ _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree")
 _BARE_INFINITY = re.compile(r"(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
 PLAIN_NUMBER = re.compile(r"(-?)(\d{1,40}(?:\.\d{1,40})?)", re.ASCII)
 _ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
-_REPEATING = re.compile(r"(\d*)\.(\d{0,40})\\(?:overline|bar)\s*\{?\s*(\d{1,40})\s*\}?|(\d*)\.(\d{0,40})\\dot\s*\{?(\d)\}?")
+_REPEATING = re.compile(
+    r"(\d*)\.(\d{0,40})\\(?:overline|bar)\s*\{?\s*(\d{1,40})\s*\}?|(\d*)\.(\d{0,40})\\dot\s*\{?(\d)\}?"
+)
 _REALS = re.compile(r"\\mathbb\s*\{?\s*R\s*\}?(?![a-zA-Z^_])|\\R(?![a-zA-Z])|\ball real numbers\b", re.I)
 _INTEGER_PARAMETER = re.compile(
     r"(?:,|\(|\bfor\b|\bwhere\b)? ?(?:(?:all|any|some) )?(?:integers? )?[kmn](?: ?, ?[kmn])* ?"

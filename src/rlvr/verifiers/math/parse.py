@@ -16,7 +16,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from rlvr.verifiers.math.expression import MAX_ANSWER_CHARS, ParseError, TooComplex, decimal_value, number_node
+from rlvr.verifiers.math.expression import MAX_ANSWER_CHARS, ParseError, TooComplex, number_node
 from rlvr.verifiers.math.expression import parse_expr
 from rlvr.verifiers.math.normalize import FUNCTION_NAMES as _FUNCS
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER as _PLAIN_NUMBER
