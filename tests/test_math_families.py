@@ -119,6 +119,8 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("3 \\cdot 4 = 13"), "13", False),
         (B("\\sqrt{16} = 4"), "4", True),
         (B("\\sqrt{16} = 5"), "5", False),
+        (B("\\binom{5}{2} = 10"), "10", True),
+        (B("\\binom{5}{2} = 11"), "11", False),
     ],
     "prose after a final-answer marker": [
         ("We try all cases.\nFinal Answer: The largest $n$ is 34.", "34", True),

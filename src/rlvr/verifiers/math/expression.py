@@ -74,7 +74,7 @@ def tokenize(s: str) -> list[tuple[str, str]]:
                 out.append(("const", "inf" if name == "infty" else "pi"))
             elif name in _GREEK:
                 out.append(("sym", name))
-            elif name in ("frac", "sqrt", "cup", "in"):
+            elif name in ("frac", "sqrt", "cup", "in", "binom"):
                 out.append(("cmd", name))
             else:
                 raise ParseError("unparseable")
@@ -173,7 +173,7 @@ class _Parser:
         if kind in ("num", "sym", "const", "fn"):
             return True
         if kind == "cmd":
-            return text in ("frac", "sqrt")
+            return text in ("frac", "sqrt", "binom")
         if kind == "op":
             return text in ("(", "{") or (text == "|" and not self.in_abs)
         return False
@@ -323,6 +323,10 @@ class _Parser:
                 a = self.group()
                 b = self.group()
                 return self.node(("div", a, b))
+            if text == "binom":  # n! / (k! (n-k)!)
+                n, k = self.group(), self.group()
+                rest = self.node(("fact", self.node(("add", (n, self.node(("neg", k)))))))
+                return self.node(("div", self.node(("fact", n)), self.node(("mul", (self.node(("fact", k)), rest)))))
             if text == "sqrt":
                 n = None
                 if self.peek() == ("op", "["):
