@@ -42,7 +42,7 @@ _MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
 # a reason after the value: "7, since $n = 3$"
 _REASON = re.compile(r",?\s+(?:since|because|as|given that|which|where|so that)\b", re.I)
 # a restated goal before an explicit marker: "we want to show that the answer is 4"
-_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us|assume|suppose)\b", re.I)
+_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us|assume|suppose)\b")
 _ARITHMETIC_CHAIN = re.compile(r"(?<![\w.])(?:[\d.]+\s*[-+*/x\u00d7]\s*)+[\d.]+\s*=\s*$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
@@ -131,18 +131,17 @@ _COPULA = re.compile(r"\s(?:is|are|was|were|equals|be|becomes|gives|of)\s", re.I
 _WITHDRAWN = re.compile(
     r"\b(?:not|never|n't|cannot|unable|unsure|no\s+(?:answer|solution|idea))\b|n't\b", re.I
 )
-# giving up: no value near it is a committed answer
+# giving up: no value near it is a committed answer (this and the patterns below read lowercased text)
 _GIVING_UP = (r"could\s+not|couldn't|unable|not\s+sure|don't\s+know|do\s+not\s+know|give\s+up|gave\s+up|"
               r"not\s+finish|didn't\s+finish|unfinished|ran\s+out|no\s+idea|not\s+able")
-_GAVE_UP = re.compile(r"\b(?:" + _GIVING_UP + r")\b", re.I)
+_GAVE_UP = re.compile(r"\b(?:" + _GIVING_UP + r")\b")
 # a sentence that restates a goal, assumes, guesses or gives up commits to none of its values
 _UNCOMMITTED = re.compile(
     r"\b(?:prove|show\s+that|need\s+to|want\s+to|we\s+must|asked|asks|suppose|assume|let\s+us\s+find|"
-    r"to\s+find|can't|cannot|incomplete|stuck|guess|let\s+(?=\$|[a-z]\s*=)|" + _GIVING_UP + r")",
-    re.I,
+    r"to\s+find|can't|cannot|incomplete|stuck|guess|let\s+(?=\$|[a-z]\s*=)|" + _GIVING_UP + r")"
 )
-_NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$", re.I)
-_NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn't|wasn't|aren't)\b", re.I)
+_NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$")
+_NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn't|wasn't|aren't)\b")
 _FINAL_MARKERS = ("final answer", "answer is", "answer:", "**answer", "in conclusion", "to conclude", "in summary")
 
 
@@ -249,7 +248,8 @@ def _sentence(text: str, start: int, end: int) -> str:
 
 
 def _committed(text: str, start: int, end: int) -> bool:
-    """False when a negation stands right before text[start:end] ("definitely not 5"; "not 10, which is 12"
+    """(``text`` is lowercased: the patterns here match lowercase only, several times faster than ignoring
+    case.) False when a negation stands right before text[start:end] ("definitely not 5"; "not 10, which is 12"
     commits to 12), the sentence holding it does not commit to it ("we need to prove ..."), or the text
     after it gives up."""
     return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start) or _NEGATED_AFTER.match(text, end)
@@ -310,7 +310,7 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
         final = _final_candidates(low, spans)
         return Extraction(final[-1][1].strip(), "boxed", tuple(b.strip() for _, b in final))
     end = _last_marker_end(low)
-    if end >= 0 and _GOAL.search(_sentence(response, end, end)):
+    if end >= 0 and _GOAL.search(_sentence(low, end, end)):
         return Extraction(None, "uncommitted", ())
     if end >= 0:
         ans = _clean_marker_text(response[end : end + 2000])
@@ -319,13 +319,13 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
     m = last_math(response)
     if m:
         at = response.rfind(m)
-        if at >= 0 and not _committed(response, at, at + len(m)):
+        if at >= 0 and not _committed(low, at, at + len(m)):
             return Extraction(None, "uncommitted", ())
         return Extraction(m, "math", (m,))
     if not strict:
         num = _last_number(response)
         if num is not None:
-            if not _committed(response, num.start(), num.end()):
+            if not _committed(low, num.start(), num.end()):
                 return Extraction(None, "uncommitted", ())
             # "... 3 or 4": a hedge, kept whole so that it is judged as one; "12 + 31 = 42": the chain, so
             # that a false one is not credited
