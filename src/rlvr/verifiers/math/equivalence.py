@@ -625,7 +625,10 @@ def _ratio_eq(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
 def tri(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
     """Is response value ``a`` equivalent to reference value ``b``? (None: needs the symbolic stage.)"""
     budget.check()
-    a, b = _as_union(a), _as_union(b)
+    if a[0] == "or":
+        a = _as_union(a)
+    if b[0] == "or":
+        b = _as_union(b)
     ka, kb = a[0], b[0]
     if ka == "eq" and kb == "eq":
         return _eq_equal(a, b, ctx)
