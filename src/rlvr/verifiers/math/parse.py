@@ -86,6 +86,8 @@ _LABEL_DIGITS = re.compile(r"_\{[^{}]*\}|_\w|(?<![a-zA-Z])[a-zA-Z]\s*\(\s*-?\d+\
 _MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(.*)\\end\{\1\}$", re.S)
 _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _IN = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*")
+_CONDITION_SEP = re.compile(r"\s*,\s*|\s+and\s+")
+_ALL_REALS = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\)\s*$")
 _SET_BUILDER = re.compile(r"^\{\s*[a-zA-Z](?:_\w)?\s*(?:\\in\s*[^|:{}]*?)?\s*(?:\||\\mid|:)\s*(.+)\}$", re.S)
 _RANGE_WORDS = re.compile(r"^(?:from\s+)?(\S+)\s+(?:to|through|thru)\s+(\S+)$|^between\s+(\S+)\s+and\s+(\S+)$", re.I)
 _STRUCTURE = re.compile(r"[,;=<>:!]|\s(?:or|and|to|through|thru|U)\s|\\(?:cup|pm|mp|in|lor)(?![a-zA-Z])|^between\s")
@@ -141,7 +143,7 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     if _STRUCTURE.search(s) or s[0] in "([{":
         builder = _SET_BUILDER.match(s) if s[0] == "{" and _wrapped(s) else None
         if builder:  # {x | -1 < x < 1}: the solution set of the condition
-            return _solution_set(rec(builder.group(1)))
+            return _conditions(split_top(builder.group(1), _CONDITION_SEP), rec)
         words = _RANGE_WORDS.match(s)
         if words:  # "2 to 7", "between 2 and 7": the closed range
             lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
@@ -152,7 +154,10 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
             return ("or", [rec(p) for p in parts])
         parts = split_top(s, _LIST_SEP)
         if len(parts) > 1:
-            return ("set", _items(parts, rec))
+            if all(_REL.search(p) for p in parts) and " and " in s:  # x > -1 and x < 1: both hold
+                return _conditions(parts, rec)
+            # "2, 3 and 5": the commas inside the parts separate items too
+            return ("set", _items([q for p in parts for q in split_top(p, _COMMA)], rec))
         parts = split_top(s, _CUP)
         if len(parts) > 1:
             vals = [_as_interval(rec(p)) for p in parts]
@@ -335,6 +340,48 @@ def _as_interval(v: tuple) -> tuple:
     if v[0] == "expr":
         return ("interval", True, v[1], v[1], True)
     raise ParseError("unparseable")
+
+
+def _conditions(parts: list[str], rec: Any) -> tuple:
+    """The set of reals where every condition holds (a set-builder's "x \\in \\mathbb{R}" adds nothing)."""
+    values = [rec(p) for p in parts if not _ALL_REALS.match(p)]
+    if not values:
+        raise ParseError("unparseable")
+    sets = [_solution_set(v) for v in values]
+    if len(sets) == 1:
+        return sets[0]
+    if any(v[0] != "interval" for v in sets):
+        raise ParseError("unparseable")
+    return _intersection(sets)
+
+
+def _bound(a: tuple) -> Fraction | float:
+    """A bound's value for ordering: +-inf as floats, others as exact rationals."""
+    from rlvr.verifiers.math.equivalence import NotRational, rat
+
+    if a == INF:
+        return float("inf")
+    if a == NEG_INF:
+        return float("-inf")
+    try:
+        return rat(a)
+    except NotRational:
+        raise ParseError("unparseable") from None
+
+
+def _intersection(intervals: list[tuple]) -> tuple:
+    """The interval common to all of ``intervals`` (rational or infinite bounds)."""
+    _, lc, lo, hi, hc = intervals[0]
+    for _, lc2, lo2, hi2, hc2 in intervals[1:]:
+        a, b = _bound(lo), _bound(lo2)
+        if b > a or (b == a and not lc2):
+            lo, lc = lo2, lc2
+        a, b = _bound(hi), _bound(hi2)
+        if b < a or (b == a and not hc2):
+            hi, hc = hi2, hc2
+    if _bound(lo) > _bound(hi):
+        raise ParseError("unparseable")
+    return ("interval", lc, lo, hi, hc)
 
 
 def _solution_set(v: tuple) -> tuple:
