@@ -117,6 +117,7 @@ _THIN_SPACE_IN_NUMBER = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 _SPACING_COMMAND = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![a-zA-Z])|~")
 _FRAC_OF_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree")
+_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,4})(?![\w.])")  # 2.5e3
 _BARE_INFINITY = re.compile(r"(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
 PLAIN_NUMBER = re.compile(r"(-?)(\d{1,40}(?:\.\d{1,40})?)", re.ASCII)
 _ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
@@ -196,6 +197,8 @@ def normalize(s: str, *, units: bool = True) -> str:
     if units:
         s = unit_words.mark_trailing(s)
     s = _ANSWER_PREFIX.sub("", s)
+    if "e" in s or "E" in s:
+        s = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", s)
     if _THOUSANDS.match(s):
         s = s.replace(",", "").replace(" ", "")
     return s.strip()

@@ -86,6 +86,7 @@ _LABEL_DIGITS = re.compile(r"_\{[^{}]*\}|_\w|(?<![a-zA-Z])[a-zA-Z]\s*\(\s*-?\d+\
 _MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix)\}(.*)\\end\{\1\}$", re.S)
 _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _IN = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*")
+_SPACE = re.compile(r"\s+")
 _CONDITION_SEP = re.compile(r"\s*,\s*|\s+and\s+")
 _ALL_REALS = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\)\s*$")
 _SET_BUILDER = re.compile(r"^\{\s*[a-zA-Z](?:_\w)?\s*(?:\\in\s*[^|:{}]*?)?\s*(?:\||\\mid|:)\s*(.+)\}$", re.S)
@@ -160,8 +161,10 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
             return ("set", _items([q for p in parts for q in split_top(p, _COMMA)], rec))
         parts = split_top(s, _CUP)
         if len(parts) > 1:
-            vals = [_as_interval(rec(p)) for p in parts]
-            return ("union", vals)
+            vals = [rec(p) for p in parts]
+            if all(p.strip().startswith("{") for p in parts):  # \{2\} \cup \{5\}: the set of their points
+                return ("set", [x for v in vals for x in (v[1] if v[0] == "set" else [v])])
+            return ("union", [_as_interval(v) for v in vals])
         s = _IN.sub("", s)
         if not s.strip():
             raise ParseError("empty")
@@ -175,6 +178,9 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         if len(pm) == 1:  # a \pm b: both values
             return ("set", _items([s], rec))
 
+        groups = split_top(s, _SPACE) if s[0] in "([{" and s[-1] in ")]}" and " " in s else [s]
+        if len(groups) > 1 and all(g[0] in "([{" and _wrapped(g) for g in groups):  # (1,2) \quad (2,1): a list
+            return ("set", _items(groups, rec))
         if s[0] in "([{" and s[-1] in ")]}" and _wrapped(s):
             inner = s[1:-1]
             items = split_top(inner, _COMMA)
