@@ -46,7 +46,7 @@ was decided
 
 Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller;
 each step is bounded by a guard checked before it runs and the call's deadline is checked between steps
-(budget.py), so inline work stops at a soft deadline a fifth of the budget (at most 0.25 s) before the hard
+(budget.py), so inline work stops at a soft deadline a quarter of the budget (at most 0.3 s) before the hard
 one. Only the SymPy stage (expressions with variables whose equivalence probing did not refute, or text our
 parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the remaining budget, so
 it can be killed. No call returns later than ``timeout_s`` + 0.5 s, from any thread.
@@ -76,9 +76,10 @@ from rlvr.verifiers.registry import register_verifier
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
 PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing, should SymPy run out of time
-# the inline stages stop this long (at most a fifth of the budget) before the deadline, so that the verdict is
+# every stage stops this long (at most a quarter of the budget) before the deadline, so that the verdict is
 # back by it even when 8 threads share the interpreter and the machine is busy
-INLINE_MARGIN_S = 0.25
+INLINE_MARGIN_S = 0.3
+INLINE_MARGIN_SHARE = 0.25
 MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?$")
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
@@ -362,7 +363,7 @@ def math_verifier(
     """See the module docstring."""
     budget_s = 5.0 if timeout_s is None else max(0.0, float(timeout_s))
     deadline = time.monotonic() + budget_s
-    soft = deadline - min(INLINE_MARGIN_S, 0.2 * budget_s)  # where every stage aims to stop
+    soft = deadline - min(INLINE_MARGIN_S, INLINE_MARGIN_SHARE * budget_s)  # where every stage aims to stop
     if percent not in ("auto", "strict"):  # a caller's mistake: raised, unlike anything about the response
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
     if not isinstance(response, str):
