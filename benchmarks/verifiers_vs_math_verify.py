@@ -151,12 +151,10 @@ def main() -> None:
     for row in rows[:5]:
         ours(row), theirs(row)
     from rlvr.verifiers import default_runner
-    from rlvr.verifiers.math import _reference_from_text
-    from rlvr.verifiers.math.parse import normalize
+    from rlvr.verifiers.math import clear_caches
 
     def clear_rlvr_caches():
-        normalize.cache_clear()
-        _reference_from_text.cache_clear()
+        clear_caches()
         default_runner().cache_clear()
 
     (our_t, their_t), (our_r, their_r) = timed_side_by_side(

@@ -575,9 +575,10 @@ def test_symbolic_stage_respects_a_tiny_budget():
     expanded = "y^7+21y^6+189y^5+945y^4+2835y^3+5103y^2+5103y+2187"
     t0 = time.monotonic()  # a rational function: not settled by the polynomial normal form
     v = verify("math", B("\\frac{(y+3)^7}{y+1}"), f"\\frac{{{expanded}}}{{y+1}}", timeout_s=0.05)
-    assert time.monotonic() - t0 < 1.05
-    # SymPy cannot run in 0.05 s, so random-point probing decides
-    assert (v.status, v.reason) == (Status.CORRECT, "numeric_probe"), v
+    assert time.monotonic() - t0 < 0.55
+    # SymPy cannot run in 0.05 s, and agreement at probe points alone proves nothing
+    assert v.status in (Status.TIMEOUT, Status.CORRECT), v
+    # a disagreement at a probe point refutes inline, within any budget
     v = verify("math", B("\\frac{(y+3)^7 + 1}{y+1}"), f"\\frac{{{expanded}}}{{y+1}}", timeout_s=0.05)
     assert v.status == Status.INCORRECT, v
 

@@ -5,20 +5,28 @@
 
 Layout
     extract.py      find the final answer (\\boxed{}, <answer>, "final answer is", "Answer:", "####", $...$,
-                    the last number)
-    parse.py        normalise it and parse it (our own LaTeX subset -> small tuple trees; sets, tuples, intervals,
-                    inequalities, equations, matrices, text)
-    equivalence.py  strings -> exact rationals -> numeric -> random-point probing -> (symbolic stage)
+                    the last number), and whether the response commits to it
+    normalize.py    one spelling for an answer (delimiters, \\text{}, Unicode, thousands, repeating decimals)
+    units.py        units after a value: which words are units, their dimension and size
+    expression.py   our own tokenizer and parser of the LaTeX subset of answers -> small tuple trees
+    parse.py        the answer's structure around them (sets, tuples, intervals, inequalities, equations with
+                    all their sides, ratios, quantities, matrices, text)
+    equivalence.py  strings -> exact rationals -> numeric -> polynomial normal forms -> probing -> (symbolic stage)
+    numeric.py      values of trees in complex floats and in 60-digit mpmath numbers
+    budget.py       the call's deadline, checked between bounded steps
+    cache.py        caches bounded in bytes
     symbolic.py     SymPy (and latex2sympy2_extended as a fallback), only ever run in a supervised worker
+docs/verifiers.md states the policy of every debatable family (rounding, units, angles, endpoints, lists,
+tuples, decimal commas, labels, equations, letters, hedges).
 
 Policy (keyword options of ``verify("math", response, reference, **policy)``) and their defaults
     tuple_order=True   (1,2) vs (2,1): ordered tuples/points; False compares tuples as unordered
-    rel_tol=1e-9       relative tolerance for IRRATIONAL constants compared as floats (sqrt(2) vs 1.41421356237);
-    abs_tol=1e-12      rational constants (integers, decimals, fractions) are always compared EXACTLY:
-                       0.333 != 1/3, 0.5 == 1/2 == 50%
+    rel_tol=1e-9       tolerance for an answer written with a decimal literal against an irrational value
+    abs_tol=1e-12      (sqrt(2) vs 1.41421356237); rational constants are always compared EXACTLY (0.333 != 1/3,
+                       0.5 == 1/2 == 50%) and exact closed forms to 60 digits (e^{-30} != 0)
     percent="auto"     "auto": 50\\% == 0.5 == 50 (either side may carry the sign); "strict": % means /100,
                        so 50\\% == 0.5 but 50\\% != 50
-    units=True         strip known unit words (cm, meters, dollars, degrees, units, ... and \\text{unit} after a value)
+    units=True         read units after a value and convert between them (2 minutes == 120 seconds != 2 hours)
     strict=False       True turns off the last-number extraction fallback
     timeout_s=5.0      hard wall-clock budget of the whole call
 
@@ -28,16 +36,20 @@ Verdicts
                   reference), "choice_mismatch"
     undecidable   reasons: "no_answer_found", "unparseable_answer", "too_complex" (past a guard: answer length,
                   nesting depth, exponent size, factorial argument, float overflow)
-    timeout       the symbolic stage did not finish within the budget
-    error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string)
+    timeout       the call's budget ran out (inline, or in the symbolic stage)
+    error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
+                  defect of the verifier met on this input; reported, never raised)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
-("answer_tag", "boxed", "marker", "math", "last_number", "none") and ``details["stage"]`` where it was decided
+("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted") and ``details["stage"]`` where it
+was decided
 ("inline", "symbolic", or "probe" when SymPy ran out of time and random-point probing decided).
 
-Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller
-and are bounded by guards; only the SymPy stage (expressions with variables whose equivalence probing did not
-refute, or text our parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the
-remaining budget, so it can be killed. The call itself never waits longer than ``timeout_s``.
+Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller;
+each step is bounded by a guard checked before it runs and the call's deadline is checked between steps
+(budget.py), so inline work stops at a soft deadline 30% of the budget (at most 0.5 s) before the hard
+one. Only the SymPy stage (expressions with variables whose equivalence probing did not refute, or text our
+parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the remaining budget, so
+it can be killed. No call returns later than ``timeout_s`` + 0.5 s, from any thread.
 
 Conventions: ``e`` is Euler's number and ``i`` the imaginary unit; ``\\log`` without a base is the natural log;
 a run of three or more letters that is not a known function is text (compared case- and space-insensitively);
@@ -46,25 +58,38 @@ an integer directly followed by \\frac{p}{q} is a mixed number (3\\frac{1}{2} = 
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 import time
 from typing import Any
 
 from rlvr.verifiers.base import Status, Verdict
+from rlvr.verifiers.math import budget
+from rlvr.verifiers.math.cache import ByteLRU, byte_cached
 from rlvr.verifiers.math.equivalence import Ctx, check
+from rlvr.verifiers.math.expression import decimal_value
 from rlvr.verifiers.math.extract import boxed_all, extract
+from rlvr.verifiers.math.normalize import PLAIN_NUMBER
 from rlvr.verifiers.math.parse import ParseError, TooComplex, is_multi, normalize, parse_answer
 from rlvr.verifiers.registry import register_verifier
 
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
+PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing, should SymPy run out of time
+# every stage stops this long (at most 30% of the budget) before the deadline, so that the verdict is
+# back by it even when 8 threads share the interpreter and the machine is busy
+INLINE_MARGIN_S = 0.5
+INLINE_MARGIN_SHARE = 0.3
+MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?$")
-# "12 cookies": a number followed by words (not function names or constants) that the units list lacks
-_NUMBER_THEN_WORDS = re.compile(r"(-?\d+(?:\.\d+)?)\s+((?:[a-zA-Z]{3,}\s*){1,4})")
-_NOT_NOUNS = {"sin", "cos", "tan", "log", "exp", "sqrt", "pi", "infty", "and", "or", "times", "cdot"}
-_MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?\(?([A-Ja-j])\)?(?:[\s.:)]|$)", re.I)
+# a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
+_MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
+# two numbers joined by a comma without a space, which is no thousands separator ("1,22", "0,111")
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+", re.ASCII)
+_OTHER_CHOICE = re.compile(r"\(([A-Ja-j])\)|\b(?:or|and)\s+([A-Ja-j])\b")  # "(A) or (C)", "(B) and D"
+_DECIMAL = re.compile(r"(?<![\d.])\d*\.\d")
+# verdicts of the symbolic stage, which no caller's cache keeps
+_SYMBOLIC_RESULTS = ByteLRU(4 * 2**20, bytes_per_char=8)
 
 
 def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:
@@ -72,34 +97,50 @@ def _v(score: float, status: Status, reason: str, **details: Any) -> Verdict:
 
 
 def _distinct_values(texts: list[str], units: bool) -> list[str]:
+    """The boxed answers that differ in value from the final one (last), preceded by the final one. Each is
+    compared with the final answer only, so n boxes cost n comparisons; past MAX_DISTINCT_BOXES different
+    spellings the boxes are a hedge without comparing them."""
     if len(texts) <= 1:
         return texts
-    texts = texts[:16]
-    values: list[tuple | None] = []
-    for t in texts:
+    if len(texts) > MAX_DISTINCT_BOXES:
+        return texts
+    final_text = texts[-1]
+    try:
+        final = parse_answer(final_text, units=units, _normalized=True)
+    except (ParseError, TooComplex):
+        return texts
+    out = [final_text]
+    for t in texts[:-1]:
         try:
-            values.append(parse_answer(t, units=units, _normalized=True))
+            box = parse_answer(t, units=units, _normalized=True)
+            same = check(box, final, Ctx(symbolic=_no_proof, refute_first=True)) is True
         except (ParseError, TooComplex):
-            values.append(None)
-    keep: list[int] = []
-    for i, v in enumerate(values):
-        same = False
-        for j in keep:
-            w = values[j]
-            if v is not None and w is not None:
-                try:
-                    same = check(v, w, Ctx(symbolic=_no_proof)) is True
-                except TooComplex:
-                    same = False
-            if same:
-                break
+            same = False
         if not same:
-            keep.append(i)
-    return [texts[i] for i in keep]
+            out.append(t)
+    return out
+
+
+def _spellings(boxes: list[str] | tuple[str, ...], units: bool) -> list[str]:
+    """The normalised text of every box (a box too long to be an answer is kept as it is)."""
+    out = []
+    for b in boxes:
+        budget.check()
+        out.append(normalize(b, units=units) if len(b) <= MAX_ANSWER_RAW else b)
+    return out
 
 
 def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
     """(value or None when our parser cannot read it, normalised text, a final verdict or None)."""
+    value, norm, final = _reference_head(reference, units)
+    if final is None and value is None and norm:
+        value, final = _reference_parsed(norm, units)
+    return value, norm, final
+
+
+def _reference_head(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
+    """``_reference_value`` without parsing a string reference (value None): enough to see that an answer
+    is spelled like it."""
     if isinstance(reference, bool) or reference is None:
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error="reference must be a string")
     if isinstance(reference, (int, float)):
@@ -116,27 +157,35 @@ def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Ve
         return ("set", vals), "", None
     if not isinstance(reference, str):
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error=f"got {type(reference).__name__}")
-    return _reference_from_text(reference, units)
+    norm, final = _reference_text(reference, units)
+    return None, norm, final
 
 
-@functools.lru_cache(maxsize=8192)
-def _reference_from_text(reference: str, units: bool) -> tuple[tuple | None, str, Verdict | None]:
-    """The parsed reference; cached because every response of a group is checked against the same one."""
+@byte_cached(8 * 2**20, bytes_per_char=12)  # the reference and its normalised text
+def _reference_text(reference: str, units: bool) -> tuple[str, Verdict | None]:
+    """The normalised reference (or a final verdict); cached because every response of a group is checked
+    against the same one."""
     if "\\boxed" in reference or "\\fbox" in reference:
         boxes = boxed_all(reference)
         if boxes:
             reference = boxes[-1]
     if len(reference) > MAX_ANSWER_RAW:
-        return None, "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
+        return "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
     norm = normalize(reference, units=units)
     if not norm:
-        return None, "", _v(0.0, Status.ERROR, "bad_reference", error="empty reference")
+        return "", _v(0.0, Status.ERROR, "bad_reference", error="empty reference")
+    return norm, None
+
+
+@byte_cached(16 * 2**20, bytes_per_char=300)  # a parse tree: at most a node (tuple, Fraction) per character
+def _reference_parsed(norm: str, units: bool) -> tuple[tuple | None, Verdict | None]:
+    """The parsed normalised reference (None when our parser cannot read it) or a final verdict."""
     try:
-        return parse_answer(norm, units=units, _normalized=True), norm, None
+        return parse_answer(norm, units=units, _normalized=True), None
     except TooComplex:
-        return None, norm, _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
+        return None, _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
     except ParseError:
-        return None, norm, None
+        return None, None
 
 
 def decide(
@@ -152,32 +201,48 @@ def decide(
     units: bool = True,
 ) -> Verdict | None:
     """Compare an extracted answer with the reference. Returns None when only the symbolic stage can tell
-    (never when ``symbolic`` is True, or "probe": random-point probing without SymPy)."""
+    (never when ``symbolic`` is True, or "probe": SymPy replaced by 60-digit probing, which only accepts)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
-    ref, ref_norm, final = _reference_value(reference, units)
+    ref, ref_norm, final = _reference_head(reference, units)
     if final is not None:
         return final
     if len(answer) > MAX_ANSWER_RAW:
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     norm = normalize(answer, units=units)
+    spelled = _spellings(boxes, units)
 
     # multiple choice
     m = _MC.match(ref_norm) if ref_norm else None
     if m:
         got = _MC_ANSWER.match(norm)
-        if got and got.group(1).upper() == m.group(1):
+        letters = {b.strip("() .").upper() for b in spelled} - {""}
+        others = {x.upper() for pair in _OTHER_CHOICE.findall(norm[got.end():]) for x in pair if x} if got else set()
+        if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1 \
+                and others <= {m.group(1)}:
             return _v(1.0, Status.CORRECT, "choice_equal")
         return _v(0.0, Status.INCORRECT, "choice_mismatch")
 
     # hedging across several boxes (boxes with equivalent values count once)
-    distinct = _distinct_values(list(dict.fromkeys(normalize(b, units=units) for b in boxes)), units)
+    distinct = _distinct_values([t for t in dict.fromkeys(spelled) if t != norm] + [norm] if spelled else [], units)
     multi_box = len(distinct) > 1
-    if multi_box and not (ref is not None and is_multi(ref)):
-        return _v(0.0, Status.INCORRECT, "multiple_answers", answers=distinct[:10])
-
     if not multi_box and ref_norm and norm == ref_norm:
         return _v(1.0, Status.CORRECT, "string_equal")
+    if not multi_box and _DECIMAL_COMMA.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+        norm = norm.replace(",", ".")  # "1,22" against the single number 1.22: a decimal comma
+    elif not multi_box and _DECIMAL_COMMA.fullmatch(ref_norm) and PLAIN_NUMBER.fullmatch(norm):
+        ref_norm, ref = ref_norm.replace(",", "."), None
+    if not multi_box and PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+        # two decimal numbers, the commonest comparison: exact, without building any tree
+        if decimal_value(norm) == decimal_value(ref_norm):
+            return _v(1.0, Status.CORRECT, "equivalent")
+        return _v(0.0, Status.INCORRECT, "not_equivalent")
+    if ref is None and isinstance(reference, str):
+        ref, final = _reference_parsed(ref_norm, units)
+        if final is not None:
+            return final
+    if multi_box and not (ref is not None and is_multi(ref)):
+        return _v(0.0, Status.INCORRECT, "multiple_answers", answers=distinct[:10])
     if not norm:
         return _v(0.0, Status.UNDECIDABLE, "no_answer_found")
 
@@ -190,11 +255,6 @@ def decide(
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     except ParseError:
         got_v = None
-    if got_v is not None and got_v[0] == "text" and ref is not None and ref[0] == "expr":
-        quantity = _NUMBER_THEN_WORDS.fullmatch(norm)
-        if quantity and not _NOT_NOUNS.intersection(quantity.group(2).lower().split()):
-            got_v = parse_answer(quantity.group(1), units=units, _normalized=True)
-
     if got_v is None or ref is None:
         if symbolic is not True:  # only the worker may run latex2sympy (unbounded)
             return None
@@ -212,12 +272,14 @@ def decide(
             return _v(1.0, Status.CORRECT, "symbolic_equal", parser="latex2sympy2_extended")
         return _v(0.0, Status.INCORRECT, "not_equivalent", parser="latex2sympy2_extended")
 
-    if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1:
+    coordinates = ref[0] == "tuple" and all(v[0] == "eq" for v in got_v[1]) if got_v[0] == "set" else False
+    if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1 and not coordinates:  # x = 1, y = 2 is a point
         return _v(0.0, Status.INCORRECT, "multiple_answers")
 
-    ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order))
-    if symbolic == "probe":  # no SymPy: random-point probing alone decides (agreement at every point accepts)
-        ctx.symbolic = _no_proof
+    ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order),
+              inexact=bool(_DECIMAL.search(norm) or _DECIMAL.search(ref_norm)))
+    if symbolic == "probe":  # SymPy ran out of time: only 60-digit probes at every scale may accept
+        ctx.symbolic = _undecided
     elif symbolic:
         from rlvr.verifiers.math.symbolic import sympy_equal
 
@@ -233,6 +295,22 @@ def decide(
     return _v(0.0, Status.INCORRECT, "not_equivalent")
 
 
+def clear_caches() -> None:
+    """Empty every cache of the math verifier (references, their parses, symbolic verdicts)."""
+    _reference_text.cache_clear()
+    _reference_parsed.cache_clear()
+    _SYMBOLIC_RESULTS.clear()
+
+
+def caches() -> list[ByteLRU]:
+    """The math verifier's caches, each bounded in bytes."""
+    return [_reference_text.cache, _reference_parsed.cache, _SYMBOLIC_RESULTS]
+
+
+def _undecided(x: tuple, y: tuple) -> None:
+    return None
+
+
 def _no_proof(x: tuple, y: tuple) -> bool:
     return False
 
@@ -244,7 +322,12 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
     remaining = deadline - time.monotonic()
     if remaining < 0.2:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
-    req = CallableRequest(compare_in_worker, answer, reference, {**options, "timeout_s": max(0.1, remaining - 0.1)})
+    key = (answer, reference, repr(sorted(options.items()))) if isinstance(reference, str) else None
+    cached = _SYMBOLIC_RESULTS.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    req = CallableRequest(compare_in_worker, answer, reference, {**options, "timeout_s": max(0.1, remaining - 0.1)},
+                          cache=False)
     box: list[Verdict] = []
 
     def run() -> None:
@@ -253,11 +336,15 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
         except Exception as exc:  # a closed runner, ...
             box.append(_v(0.0, Status.ERROR, "runner_failed", error=repr(exc)))
 
+    # the runner kills the worker at its deadline; the join makes sure this call returns by then even if
+    # the runner itself is slow to answer
     thread = threading.Thread(target=run, name="rlvr-math-symbolic", daemon=True)
     thread.start()
     thread.join(max(0.0, deadline - time.monotonic()))
     if not box:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
+    if key is not None and box[0].status in (Status.CORRECT, Status.INCORRECT, Status.UNDECIDABLE):
+        _SYMBOLIC_RESULTS.put(key, box[0])
     return box[0]
 
 
@@ -275,7 +362,11 @@ def math_verifier(
     timeout_s: float = 5.0,
 ) -> Verdict:
     """See the module docstring."""
-    deadline = time.monotonic() + (5.0 if timeout_s is None else float(timeout_s))
+    budget_s = 5.0 if timeout_s is None else max(0.0, float(timeout_s))
+    deadline = time.monotonic() + budget_s
+    soft = deadline - min(INLINE_MARGIN_S, INLINE_MARGIN_SHARE * budget_s)  # where every stage aims to stop
+    if percent not in ("auto", "strict"):  # a caller's mistake: raised, unlike anything about the response
+        raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
     if not isinstance(response, str):
         return _v(0.0, Status.ERROR, "bad_response", error=f"response is {type(response).__name__}")
     if len(response) > MAX_RESPONSE_CHARS:
@@ -298,14 +389,28 @@ def math_verifier(
         "units": bool(units),
     }
     t0 = time.perf_counter()
-    verdict = decide(answer, reference, symbolic=False, **options)
     stage = "inline"
+    previous = budget.set_deadline(soft)
+    try:
+        verdict = decide(answer, reference, symbolic=False, **options)
+    except budget.OutOfTime:
+        verdict = _v(0.0, Status.TIMEOUT, "timeout")
+    except (RecursionError, MemoryError, ArithmeticError, LookupError, ValueError, TypeError) as exc:
+        # a defect of ours on some input: still a verdict for the caller, named so that it is found and fixed
+        verdict = _v(0.0, Status.ERROR, "internal_error", error=repr(exc)[:300])
+    finally:
+        budget.set_deadline(previous)
     if verdict is None:
         stage = "symbolic"
-        verdict = _symbolic_stage(answer, reference, options, deadline)
+        verdict = _symbolic_stage(answer, reference, options, soft - min(PROBE_RESERVE_S, 0.1 * budget_s))
         if verdict.status in (Status.TIMEOUT, Status.ERROR):
-            # SymPy was too slow (or its worker failed): fall back on random-point probing when it is conclusive
-            probed = decide(answer, reference, symbolic="probe", **options)
+            previous = budget.set_deadline(soft)
+            try:
+                probed = decide(answer, reference, symbolic="probe", **options)
+            except (budget.OutOfTime, TooComplex):
+                probed = None
+            finally:
+                budget.set_deadline(previous)
             if probed is not None and probed.status == Status.CORRECT and probed.reason == "numeric_probe":
                 verdict = Verdict(probed.score, probed.status, probed.reason, None,
                                   {**probed.details, "symbolic": verdict.reason})
@@ -315,4 +420,4 @@ def math_verifier(
     return Verdict(verdict.score, verdict.status, verdict.reason, shown, details)
 
 
-__all__ = ["decide", "math_verifier"]
+__all__ = ["caches", "clear_caches", "decide", "math_verifier"]

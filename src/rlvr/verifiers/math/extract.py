@@ -5,10 +5,15 @@ Every function here is linear in the response length (no backtracking regexes ov
 
 Priority (the first method that finds something wins):
   1. ``<answer>...</answer>`` (the last one; a \\boxed{} inside it is unwrapped)
-  2. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces; ``\\boxed 5`` without braces too)
-  3. the LAST of the explicit markers "final answer is ...", "answer is ...", "Answer: ...", "#### ..."
+  2. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces; ``\\boxed 5`` without braces too); when a
+     final-answer marker ("final answer", "the answer is", "Answer:", "in conclusion") stands between
+     earlier boxes and later ones, only the later ones are candidates (the earlier were intermediate results)
+  3. the LAST of the explicit markers "final answer is ...", "answer is ...", "Answer: ...", "#### ...";
+     in prose after it ("The largest $n$ is 34.") the value after the last "is" / "equals"
   4. the last inline/display math: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``
-  5. the last number in the text (turned off by ``strict=True``)
+  5. the last number in the text that is not part of a word (turned off by ``strict=True``)
+For 4 and 5, which take what the text happens to end with, a sentence that withdraws or does not commit
+to the value ("it is not 5", "we need to prove that ... 10", "I could not finish") gives no answer.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ BOX_COMMANDS = ("\\boxed", "\\fbox")
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None  # the answer text (None: nothing found)
-    method: str  # "answer_tag", "boxed", "marker", "math", "last_number", "none"
-    candidates: tuple[str, ...] = ()  # every boxed value (to detect hedging), else (answer,)
+    method: str  # "answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted"
+    candidates: tuple[str, ...] = ()  # every boxed value offered as final (to detect hedging), else (answer,)
 
 
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
@@ -32,7 +37,13 @@ _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
 _LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
 _TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
 _NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
-_MATH_OR_MATH = re.compile(r"\$\s*,?\s+or\s+\$")
+# several math spans offered together: "$3$ or $4$", "$x = 1$ and $x = 3$", "$1$, $2$"
+_MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
+# a reason after the value: "7, since $n = 3$"
+_REASON = re.compile(r",?\s+(?:since|because|as|given that|which|where|so that)\b", re.I)
+# a restated goal before an explicit marker: "we want to show that the answer is 4"
+_GOAL = re.compile(r"\b(?:prove|show\s+that|to\s+show|asked\s+to|asks\s+us|assume|suppose)\b")
+_ARITHMETIC_CHAIN = re.compile(r"(?<![\w.])(?:[\d.]+\s*[-+*/x\u00d7]\s*)+[\d.]+\s*=\s*$")
 _CLOSES_MATH = re.compile(r"[\s.,;:!?)\]}'\"*]|$")
 
 
@@ -67,6 +78,11 @@ def _brace_pairs(text: str) -> dict[int, int]:
 
 def boxed_all(text: str) -> list[str]:
     """Contents of every \\boxed{...} / \\fbox{...} in order (unclosed ones are skipped)."""
+    return [s for _, s in boxed_spans(text)]
+
+
+def boxed_spans(text: str) -> list[tuple[int, str]]:
+    """(position, content) of every \\boxed{...} / \\fbox{...} in order (unclosed ones are skipped)."""
     out: list[tuple[int, str]] = []
     # a box is usually short and closed, so its own scan is cheapest; after an unclosed one, every later
     # box would rescan to the end, so the pairs of the whole text are computed once instead
@@ -98,12 +114,48 @@ def boxed_all(text: str) -> list[str]:
                 if m:
                     out.append((i, m.group(0)))
     out.sort()
-    return [s for _, s in out]
+    return out
 
 
 # "final answer is" ends where "answer is" does, so one pattern finds the end of every marker
 _ANSWER_MARKER = re.compile(r"answer\s*(?:is|:)")
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})+(?:\.\d+)?(?!\d)|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?")
+_OPTION_MARKER = re.compile(r"(?:option|choice)\s+is\b")
+_NUMBER = re.compile(
+    r"-?\d{1,3}(?:,(?:\\!)?\d{3})+(?:\.\d+)?(?!\d)|-?\d{1,3}(?: \d{3})+(?![\d.])|-?\d+,\d{1,2}(?![\d,])"
+    r"|-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?"
+)
+
+
+# a copula outside math: in "The largest $n$ is 34" the value follows it
+_COPULA = re.compile(r"\s(?:is|are|was|were|equals|be|becomes|gives|of)\s", re.I)
+_WITHDRAWN = re.compile(
+    r"\b(?:not|never|n't|cannot|unable|unsure|no\s+(?:answer|solution|idea))\b|n't\b", re.I
+)
+# giving up: no value near it is a committed answer (this and the patterns below read lowercased text)
+_GIVING_UP = (r"could\s+not|couldn't|unable|not\s+sure|don't\s+know|do\s+not\s+know|give\s+up|gave\s+up|"
+              r"not\s+finish|didn't\s+finish|unfinished|ran\s+out|no\s+idea|not\s+able")
+_GAVE_UP = re.compile(r"\b(?:" + _GIVING_UP + r")\b")
+# a sentence that restates a goal, assumes, guesses or gives up commits to none of its values
+_UNCOMMITTED = re.compile(
+    r"\b(?:prove|show\s+that|need\s+to|want\s+to|we\s+must|asked|asks|suppose|assume|let\s+us\s+find|"
+    r"to\s+find|can't|cannot|incomplete|stuck|guess|let\s+(?=\$|[a-z]\s*=)|" + _GIVING_UP + r")"
+)
+_NEGATED_BEFORE = re.compile(r"(?:\b(?:not|never|no|cannot)\b|n't\b)[^.\d\n$]{0,25}$")
+_NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn't|wasn't|aren't)\b")
+_FINAL_MARKERS = ("final answer", "answer is", "answer:", "**answer", "in conclusion", "to conclude", "in summary")
+
+
+def _after_copula(line: str) -> str:
+    """The value part of a prose answer line: the text after its last copula outside math, when that text
+    holds a number or math; else the line."""
+    best = None
+    for m in _COPULA.finditer(line):
+        if line[: m.start()].count("$") % 2 == 0:
+            best = m
+    if best is None:
+        return line
+    rest = line[best.end() :].strip()
+    return rest if re.search(r"[\d$\\]", rest) else line
 
 
 def _clean_marker_text(s: str) -> str:
@@ -116,6 +168,12 @@ def _clean_marker_text(s: str) -> str:
     line = line.strip()
     line = _LEADING_BOLD_OR_COLON.sub("", line)
     line = _TRAILING_BOLD.sub("", line)
+    if _WITHDRAWN.search(line):  # "definitely not 5": kept whole, so it reads as text
+        return line.replace("$", " ").rstrip(".").strip()
+    line = _after_copula(line)
+    reason = _REASON.search(line)
+    if reason and reason.start() > 0 and line[: reason.start()].count("$") % 2 == 0:
+        line = line[: reason.start()]
     # math inside the marker text wins, unless several spans are offered as alternatives ("$3$ or $4$")
     inner = last_math(line)
     if inner is not None:
@@ -164,15 +222,75 @@ def _last_marker_end(low: str) -> int:
     text, or -1. Searches backwards, so a long response costs a few ``rfind`` calls."""
     hashes = low.rfind("####")
     best = hashes + 4 if hashes >= 0 else -1
-    pos = len(low)
+    for word, marker in (("answer", _ANSWER_MARKER), ("option", _OPTION_MARKER), ("choice", _OPTION_MARKER)):
+        pos = len(low)
+        while True:
+            i = low.rfind(word, 0, pos)
+            if i < 0 or i < hashes:
+                break
+            m = marker.match(low, i)
+            if m:
+                best = max(best, m.end())
+                break
+            pos = i + len(word) - 1
+    return best
+
+
+def _sentence(text: str, start: int, end: int) -> str:
+    """The sentence around text[start:end] (bounded to 300 characters either side)."""
+    lo = max(0, start - 300)
+    head = text[lo:start]
+    cut = max(head.rfind(". "), head.rfind("\n"), head.rfind("! "), head.rfind("? "))
+    tail = text[end : end + 300]
+    stop = min((i for i in (tail.find(". "), tail.find("\n"), tail.find("! "), tail.find("? ")) if i >= 0),
+               default=len(tail))
+    return head[cut + 1 :] + text[start:end] + tail[:stop]
+
+
+def _committed(text: str, start: int, end: int) -> bool:
+    """(``text`` is lowercased: the patterns here match lowercase only, several times faster than ignoring
+    case.) False when a negation stands right before text[start:end] ("definitely not 5"; "not 10, which is 12"
+    commits to 12), the sentence holding it does not commit to it ("we need to prove ..."), or the text
+    after it gives up."""
+    return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start) or _NEGATED_AFTER.match(text, end)
+                or _UNCOMMITTED.search(_sentence(text, start, end)) or _UNCOMMITTED.search(text[end : end + 300])
+                or _GAVE_UP.search(text, max(0, start - 300), start))
+
+
+def _final_candidates(low: str, spans: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The boxes offered as final: those after the last final-answer marker that follows an earlier box."""
+    last = spans[-1][0]
+    marker = max(low.rfind(m, spans[0][0], last) for m in _FINAL_MARKERS)
+    if marker > spans[0][0]:
+        return [sp for sp in spans if sp[0] > marker]
+    return spans
+
+
+def _last_number(response: str) -> re.Match | None:
+    """The last number that is not part of a word ("AZYUK2A" holds none); letters right after it must
+    be a unit ("12cm")."""
+    from rlvr.verifiers.math.units import canonical
+
+    # search a growing tail, so a long text of numbers costs about as much as its last few thousand characters
+    window = 2000
     while True:
-        i = low.rfind("answer", 0, pos)
-        if i < 0 or i < hashes:
-            return best
-        m = _ANSWER_MARKER.match(low, i)
-        if m:
-            return max(best, m.end())
-        pos = i + len("answer") - 1
+        start = max(0, len(response) - window)
+        if start > 0:  # begin at a space, so no number is cut in two
+            space = response.find(" ", start)
+            start = space if space >= 0 else start
+        found = None
+        for num in _NUMBER.finditer(response, start):
+            i, j = num.start(), num.end()
+            if i > 0 and (response[i - 1].isalpha() or response[i - 1] == "_"):
+                continue
+            if j < len(response) and response[j].isalpha():
+                word = re.match(r"[A-Za-z]+", response[j : j + 20])
+                if word is None or not canonical(word.group()):
+                    continue
+            found = num
+        if found is not None or start == 0:
+            return found
+        window *= 8
 
 
 def extract(response: str, *, strict: bool = False) -> Extraction:
@@ -187,24 +305,34 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
         m = last_math(inner)
         ans = (m if m is not None else inner).strip()
         return Extraction(ans, "answer_tag", (ans,))
-    boxes = boxed_all(response)
-    if boxes:
-        return Extraction(boxes[-1].strip(), "boxed", tuple(b.strip() for b in boxes))
+    spans = boxed_spans(response)
+    if spans:
+        final = _final_candidates(low, spans)
+        return Extraction(final[-1][1].strip(), "boxed", tuple(b.strip() for _, b in final))
     end = _last_marker_end(low)
+    if end >= 0 and _GOAL.search(_sentence(low, end, end)):
+        return Extraction(None, "uncommitted", ())
     if end >= 0:
         ans = _clean_marker_text(response[end : end + 2000])
         if ans:
             return Extraction(ans, "marker", (ans,))
     m = last_math(response)
     if m:
+        at = response.rfind(m)
+        if at >= 0 and not _committed(low, at, at + len(m)):
+            return Extraction(None, "uncommitted", ())
         return Extraction(m, "math", (m,))
     if not strict:
-        num = None
-        for num in _NUMBER.finditer(response):
-            pass
+        num = _last_number(response)
         if num is not None:
-            # "... 3 or 4": a hedge, kept whole so that it is judged as one
+            if not _committed(low, num.start(), num.end()):
+                return Extraction(None, "uncommitted", ())
+            # "... 3 or 4": a hedge, kept whole so that it is judged as one; "12 + 31 = 42": the chain, so
+            # that a false one is not credited
             hedge = _NUMBER_OR.search(response, max(0, num.start() - 40), num.start())
+            chain = _ARITHMETIC_CHAIN.search(response, max(0, num.start() - 200), num.start())
             answer = response[hedge.start() : num.end()] if hedge else num.group(0)
+            if chain and not hedge:
+                answer = response[chain.start() : num.end()].strip()
             return Extraction(answer, "last_number", (answer,))
     return Extraction(None, "none", ())

@@ -52,25 +52,34 @@ def to_sympy(a: tuple) -> Any:
     raise ValueError(f"unknown node {k!r}")
 
 
-def _zero(d: Any) -> bool:
+def _zero(d: Any) -> bool | None:
+    """True when SymPy shows ``d`` is zero, False when it shows it is not, None when it cannot tell."""
     import sympy
 
     if d == 0:
         return True
+    last = d
     for f in (sympy.expand, sympy.cancel, sympy.simplify):
         try:
-            if f(d) == 0:
+            last = f(d)
+            if last == 0:
                 return True
         except Exception:
             continue
-    return False
+    try:
+        if last.is_number and last.is_zero is False:
+            return False
+    except Exception:
+        pass
+    return None
 
 
-def sympy_equal(x: tuple, y: tuple) -> bool:
+def sympy_equal(x: tuple, y: tuple) -> bool | None:
+    """True / False when SymPy proves ``x`` = ``y`` or ``x`` != ``y``, None when it cannot."""
     try:
         return _zero(to_sympy(x) - to_sympy(y))
     except Exception:
-        return False
+        return None
 
 
 def compare_in_worker(response: str, reference: Any, **options: Any) -> Verdict:
@@ -91,7 +100,7 @@ def latex2sympy_equal(response: str, reference: str) -> bool | None:
     except Exception:
         return None
     try:
-        return _zero(a - b)
+        return bool(_zero(a - b))
     except Exception:
         try:
             return bool(a == b)

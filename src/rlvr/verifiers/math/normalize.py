@@ -1,0 +1,207 @@
+"""Normalise an answer string: one spelling for what LaTeX and plain text write in many ways.
+
+Delimiters, spacing commands, ``\\left``/``\\right``, ``\\text{}``, ``\\dfrac``, thousands separators (``1,000``,
+``1\\,000``, ``11,\\!111``, ``1 000``), Unicode forms (minus signs, fullwidth characters, superscript digits),
+repeating decimals (``0.\\overline{3}`` -> ``\\frac{1}{3}``), ``\\mathbb{R}``, the empty set and "k is an integer"
+side conditions are rewritten; with ``units``, a trailing unit becomes ``\\unit{NAME}`` (units.py) and count nouns
+are dropped. Every step is a linear scan or a regex without nested quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from fractions import Fraction
+
+from rlvr.verifiers.math import units as unit_words
+
+_TEXT_CMDS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
+              "\\operatorname", "\\mathsf", "\\textnormal", "\\boldsymbol", "\\mathbb")
+FUNCTION_NAMES = {
+    "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+    "log", "ln", "exp", "lg",
+}
+_UNICODE = {
+    "\u2212": "-", "\u00d7": "\\times ", "\u00b7": "\\cdot ", "\u03c0": "\\pi ", "\u221e": "\\infty ",
+    "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u00b0": "^\\circ ", "\u222a": "\\cup ", "\u221a": "\\sqrt",
+    "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2013": "-", "\u2012": "-", "\u2010": "-", "\u2011": "-",
+    "\u2014": "-", "\ufe63": "-", "\u2026": "...", "\u22c5": "\\cdot ", "\u2217": "*", "\u2205": "\\emptyset ",
+    "\u211d": "\\mathbb{R}", "\u2208": "\\in ", "\u2223": "\\mid ", "\u2044": "/",
+}
+_SUPERSCRIPTS = {"\u2070": "0", "\u00b9": "1", "\u00b2": "2", "\u00b3": "3", "\u2074": "4", "\u2075": "5",
+                 "\u2076": "6", "\u2077": "7", "\u2078": "8", "\u2079": "9", "\u207b": "-", "\u207a": "+"}
+_SUPERSCRIPT_RUN = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
+_THOUSANDS = re.compile(r"^-?(?:[1-9]\d{0,2}|0(?= ))(?:,\d{3})+(?:\.\d+)?$|^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*([23])\s*\}?")
+
+
+def _unicode(s: str) -> str:
+    """ASCII spellings of Unicode math: superscript runs become ``^{...}``, then NFKC folds fullwidth and
+    compatibility forms, then the table above."""
+    if _SUPERSCRIPT_RUN.search(s):
+        s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group()) + "}", s)
+    s = unicodedata.normalize("NFKC", s)
+    for k, v in _UNICODE.items():
+        if k in s:
+            s = s.replace(k, v)
+    return s
+
+
+def _unwrap_text_commands(s: str, units: bool) -> str:
+    for _ in range(50):
+        best = None
+        for cmd in _TEXT_CMDS:
+            i = s.find(cmd + "{")
+            if i >= 0 and (best is None or i < best[0]):
+                best = (i, cmd)
+        if best is None:
+            return s
+        i, cmd = best
+        j = i + len(cmd)
+        depth, k = 0, j
+        while k < len(s):
+            if s[k] == "{":
+                depth += 1
+            elif s[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        if k >= len(s):
+            return s[:i] + s[j + 1 :]  # unclosed: drop the command
+        inner = s[j + 1 : k]
+        if units and cmd in ("\\text", "\\mathrm", "\\mbox", "\\textrm") and s[:i].strip():
+            power = _UNIT_POWER.match(s, k + 1)
+            marker = unit_words.wrapped(inner + "^" + power.group(1)) if power else None
+            if marker is not None:
+                k = power.end() - 1
+            else:
+                marker = unit_words.wrapped(inner)
+            if marker is not None:
+                inner = marker
+        elif cmd == "\\operatorname":
+            inner = "\\" + inner.strip() + " " if inner.strip() in FUNCTION_NAMES else inner
+        s = s[:i] + " " + inner + " " + s[k + 1 :] if cmd != "\\operatorname" else s[:i] + inner + s[k + 1 :]
+    return s
+
+
+# LaTeX commands rewritten by name, in two passes (before and after \text{} is unwrapped); one regex per
+# pass finds every command and a table says what it becomes (unlisted commands are kept)
+_COMMAND = re.compile(r"\\(?:left|right)\s*\.|\\([a-zA-Z]+)")
+_LAYOUT_COMMANDS = {  # sizing, style and fraction-style commands: gone or plain
+    **dict.fromkeys(("left", "right", "bigl", "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg"), ""),
+    **dict.fromkeys(("displaystyle", "textstyle", "limits"), ""),
+    "dfrac": "\\frac", "tfrac": "\\frac",
+}
+_RELATION_COMMANDS = {  # relations, bars, infinity, "or" and ellipses in the spelling the parser reads
+    **dict.fromkeys(("leqslant", "leq", "le"), "<="), **dict.fromkeys(("geqslant", "geq", "ge"), ">="),
+    **dict.fromkeys(("neq", "ne"), "!="), "lt": "<", "gt": ">",
+    **dict.fromkeys(("lvert", "rvert", "vert"), "|"),
+    **dict.fromkeys(("infty", "infinity"), "\\infty "), "lor": " or ",
+    **dict.fromkeys(("ldots", "dots", "cdots", "dotsc", "dotsb"), "..."),
+    **dict.fromkeys(("emptyset", "varnothing"), "\\{\\}"),
+}
+
+
+def _rewrite_commands(s: str, table: dict[str, str]) -> str:
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name is None:  # \left. / \right.: an invisible delimiter
+            return " "
+        return table.get(name, m.group(0))
+
+    return _COMMAND.sub(one, s)
+
+
+_THIN_SPACE_IN_NUMBER = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
+_SPACING_COMMAND = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![a-zA-Z])|~")
+_FRAC_OF_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_DEGREES = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree")
+_SCIENTIFIC = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,4})(?![\w.])")  # 2.5e3
+_BARE_INFINITY = re.compile(r"(?<![a-zA-Z\\])(?:infinity|inf)(?![a-zA-Z])")
+PLAIN_NUMBER = re.compile(r"(-?)(\d{1,40}(?:\.\d{1,40})?)", re.ASCII)
+_ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:answer|solution)\s*(?:is|:)\s*", re.I)
+_REPEATING = re.compile(
+    r"(\d*)\.(\d{0,40})\\(?:overline|bar)\s*\{?\s*(\d{1,40})\s*\}?|(\d*)\.(\d{0,40})\\dot\s*\{?(\d)\}?"
+)
+_REALS = re.compile(r"\\mathbb\s*\{?\s*R\s*\}?(?![a-zA-Z^_])|\\R(?![a-zA-Z])|\ball real numbers\b", re.I)
+_INTEGER_PARAMETER = re.compile(
+    r"(?:,|\(|\bfor\b|\bwhere\b)? ?(?:(?:all|any|some) )?(?:integers? )?[kmn](?: ?, ?[kmn])* ?"
+    r"(?:\\in ?(?:\\mathbb ?\{?Z\}?|Z)|is an integer|are integers) ?\)?$"
+    r"|(?:,|\bfor\b|\bwhere\b) ?(?:(?:all|any|some) )?integers? [kmn] ?\)?$"
+)
+
+
+def _without_integer_parameter(s: str) -> str:
+    """``s`` without a trailing "k \\in \\mathbb{Z}" / "where k is an integer" (looked for in the last 80
+    characters only, so the pattern's optional spaces cannot make a long answer slow)."""
+    head = max(0, len(s) - 80)
+    m = _INTEGER_PARAMETER.search(s[head:])
+    return s if m is None else s[: head + m.start()]
+
+
+def _repeating(m: re.Match) -> str:
+    """``a.b\\overline{r}`` as the exact fraction it denotes."""
+    whole, fixed, rep = (m.group(1), m.group(2), m.group(3)) if m.group(3) else (m.group(4), m.group(5), m.group(6))
+    head = int((whole or "0") + fixed)
+    value = Fraction(int((whole or "0") + fixed + rep) - head, 10 ** len(fixed) * (10 ** len(rep) - 1))
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def normalize(s: str, *, units: bool = True) -> str:
+    """A canonical spelling of an answer (see the module docstring). Not cached: an answer is seen once, and
+    the reference, seen by every response of a group, is cached with its parse (see the package)."""
+    s = s.strip()
+    if PLAIN_NUMBER.fullmatch(s):  # the commonest answer needs none of the rewriting below
+        return s
+    for a, b in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        while len(s) >= len(a) + len(b) and s.startswith(a) and s.endswith(b):
+            s = s[len(a) : -len(b)].strip()
+    if not s.isascii():
+        s = _unicode(s)
+    s = s.replace("\\$", " ").replace("$", " ")
+    # every LaTeX rewrite needs a backslash, so plain text skips them (the order of the steps is kept)
+    latex = "\\" in s
+    if latex:
+        s = _rewrite_commands(s, _LAYOUT_COMMANDS)
+        if "\\," in s:
+            s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
+    s = s.replace("{,}", ",")
+    if latex:
+        s = s.replace("\\!", "")
+        if "\\overline" in s or "\\bar" in s or "\\dot" in s:
+            s = _REPEATING.sub(_repeating, s)
+        s = _SPACING_COMMAND.sub(" ", s)
+        if "\\frac" in s:
+            s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
+        if "circ" in s or "degree" in s:
+            s = _DEGREES.sub(" \\\\unit{deg} " if units else " ", s)
+        s = s.replace("\\%", "%")
+        if "\\mathbb" in s or "\\R" in s:
+            s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
+        s = _unwrap_text_commands(s, units)
+        if "real" in s:
+            s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
+        s = _rewrite_commands(s, _RELATION_COMMANDS).replace("\\|", "|")
+        s = s.replace("\\{", "{").replace("\\}", "}")
+    else:
+        s = s.replace("~", " ")
+        if "real" in s:
+            s = _REALS.sub("(-\\\\infty,\\\\infty)", s)
+    if "inf" in s:
+        s = _BARE_INFINITY.sub(r"\\infty ", s)
+    s = " ".join(s.split())
+    if "Z" in s or "integer" in s:
+        s = _without_integer_parameter(s)
+    s = s.rstrip(" .;")
+    if units:
+        s = unit_words.mark_trailing(s)
+    s = _ANSWER_PREFIX.sub("", s)
+    if "e" in s or "E" in s:
+        s = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", s)
+    if _THOUSANDS.match(s):
+        s = s.replace(",", "").replace(" ", "")
+    return s.strip()
+
+
+__all__ = ["FUNCTION_NAMES", "PLAIN_NUMBER", "normalize"]

@@ -1,0 +1,123 @@
+"""Units of measure after an answer's value: which words are units, their dimension and their size.
+
+``mark(s)`` rewrites a trailing unit (a word such as "minutes", or ``\\text{cm}^2``) as ``\\unit{NAME}``, which
+the parser reads into a quantity; count nouns ("units", "people") carry no dimension and are dropped. Two
+quantities are equal when their dimensions agree and their values agree once converted (2 minutes = 120
+seconds; 2 minutes is not 2 hours). Sizes are exact rationals of a base unit per dimension; the degree is
+pi/180 of a radian.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+_F = Fraction
+_INCH = _F(254, 10000)
+_FOOT = 12 * _INCH
+_YARD = 3 * _FOOT
+_MILE = 5280 * _FOOT
+_POUND = _F(45359237, 100000000)
+
+# canonical name -> (dimension, size in the dimension's base unit); "deg" is special-cased (pi/180)
+SIZES: dict[str, tuple[str, Fraction]] = {
+    "mm": ("length", _F(1, 1000)), "cm": ("length", _F(1, 100)), "m": ("length", _F(1)),
+    "km": ("length", _F(1000)), "in": ("length", _INCH), "ft": ("length", _FOOT), "yd": ("length", _YARD),
+    "mi": ("length", _MILE),
+    "mm^2": ("area", _F(1, 10**6)), "cm^2": ("area", _F(1, 10**4)), "m^2": ("area", _F(1)),
+    "km^2": ("area", _F(10**6)), "in^2": ("area", _INCH**2), "ft^2": ("area", _FOOT**2),
+    "yd^2": ("area", _YARD**2), "mi^2": ("area", _MILE**2),
+    "mm^3": ("volume", _F(1, 10**9)), "cm^3": ("volume", _F(1, 10**6)), "m^3": ("volume", _F(1)),
+    "in^3": ("volume", _INCH**3), "ft^3": ("volume", _FOOT**3), "L": ("volume", _F(1, 1000)),
+    "mL": ("volume", _F(1, 10**6)),
+    "s": ("time", _F(1)), "min": ("time", _F(60)), "h": ("time", _F(3600)), "day": ("time", _F(86400)),
+    "week": ("time", _F(604800)),
+    "year": ("year", _F(1)), "month": ("month", _F(1)),  # calendar units of varying length: not converted
+    "mg": ("mass", _F(1, 1000)), "g": ("mass", _F(1)), "kg": ("mass", _F(1000)), "lb": ("mass", 1000 * _POUND),
+    "oz": ("mass", 1000 * _POUND / 16),
+    "dollar": ("money", _F(1)), "cent": ("money", _F(1, 100)),
+    "mph": ("speed", _MILE / 3600), "km/h": ("speed", _F(1000, 3600)), "m/s": ("speed", _F(1)),
+    "deg": ("angle", _F(1)), "rad": ("angle", _F(1)),
+}
+
+# spelling -> canonical name (matched case-insensitively when longer than two letters)
+_SPELLINGS = {
+    "mm": "mm", "millimeters?": "mm", "millimetres?": "mm", "cm": "cm", "centimeters?": "cm",
+    "centimetres?": "cm", "m": "m", "meters?": "m", "metres?": "m", "km": "km", "kilometers?": "km",
+    "kilometres?": "km", "in": "in", "inch(?:es)?": "in", "ft": "ft", "feet": "ft", "foot": "ft", "yd": "yd",
+    "yards?": "yd", "mi": "mi", "miles?": "mi",
+    "ml": "mL", "milliliters?": "mL", "millilitres?": "mL", "L": "L", "liters?": "L", "litres?": "L",
+    "s": "s", "sec": "s", "secs": "s", "seconds?": "s", "min": "min", "mins": "min", "minutes?": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hours?": "h", "days?": "day", "weeks?": "week", "years?": "year",
+    "months?": "month",
+    "mg": "mg", "milligrams?": "mg", "g": "g", "grams?": "g", "kg": "kg", "kilograms?": "kg", "lbs?": "lb",
+    "pounds?": "lb", "oz": "oz", "ounces?": "oz",
+    "dollars?": "dollar", "cents?": "cent",
+    "mph": "mph", "km/h": "km/h", "kph": "km/h", "m/s": "m/s",
+    "degrees?": "deg", "deg": "deg", "radians?": "rad", "rad": "rad",
+}
+_PATTERNS = [(re.compile(k, re.I), re.compile(k), name) for k, name in _SPELLINGS.items()]
+_SQUARE = re.compile(r"^(?:square|sq\.?)\s+(.+)$", re.I)
+_CUBIC = re.compile(r"^(?:cubic|cu\.?)\s+(.+)$", re.I)
+# count nouns: no dimension, dropped
+_POWER = re.compile(r"^(.+?)\s*\^\s*\{?\s*([23])\s*\}?$")
+_COUNTS = re.compile(r"^(?:(?:square |sq\.? |cubic )?units?|people|persons?|students|children|items|objects|"
+                     r"ways|times)$", re.I)
+
+def canonical(word: str) -> str | None:
+    """The canonical unit named by ``word`` ("minutes" -> "min", "square feet" -> "ft^2"), "" for a count
+    noun, None when it is no unit."""
+    word = " ".join(word.split())
+    if _COUNTS.match(word):
+        return ""
+    power = ""
+    m = _SQUARE.match(word) or _CUBIC.match(word)
+    if m:
+        power, word = ("^2" if m.re is _SQUARE else "^3"), m.group(1)
+    m = _POWER.match(word)
+    if m and not power:
+        word, power = m.group(1), "^" + m.group(2)
+    for any_case, exact, name in _PATTERNS:
+        if (any_case if len(word) > 2 else exact).fullmatch(word):
+            unit = name + power
+            return unit if unit in SIZES else None
+    return None
+
+
+# a bare unit word (two or more letters; single letters only inside \text{}) at the end of an answer
+_BARE = re.compile(
+    r"(?<=[\d}\s])\s*((?:(?:square|sq\.?|cubic)\s+)?[a-zA-Z]{2,}(?:/[a-zA-Z]+)?(?:\s*\^\s*\{?[23]\}?)?)\s*$"
+)
+
+
+def mark_trailing(s: str) -> str:
+    """``s`` with a trailing bare unit word replaced by ``\\unit{NAME}`` (count nouns dropped)."""
+    m = _BARE.search(s, max(0, len(s) - 40))
+    if m is None:
+        return s
+    word = m.group(1)
+    if word in ("in", "min", "or", "and") or (len(word) <= 2 and word.lower() not in ("cm", "mm", "km", "kg", "mg",
+                                                                                   "ft", "yd", "mi", "lb", "oz")):
+        return s
+    unit = canonical(word)
+    if unit is None:
+        return s
+    head = s[: m.start()].rstrip()
+    if not head:
+        return s
+    return head if unit == "" else f"{head} \\unit{{{unit}}}"
+
+
+def wrapped(inner: str) -> str | None:
+    """The marker for the unit inside ``\\text{...}`` (any spelling, single letters too), "" for a count
+    noun, None when ``inner`` is no unit."""
+    inner = inner.strip()
+    if not inner or len(inner) > 30:
+        return None
+    unit = canonical(inner)
+    if unit is None:
+        return None
+    return "" if unit == "" else f"\\unit{{{unit}}}"
+
+
+__all__ = ["SIZES", "canonical", "mark_trailing", "wrapped"]
