@@ -149,6 +149,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rlvr.models.lora import export_merged
+
+    out = export_merged(args.checkpoint, args.merged)
+    print(f"export: merged {args.checkpoint} into {out}")
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from rlvr import audit
 
@@ -194,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. train.steps=10")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in train.out")
     tr.set_defaults(func=_cmd_train)
+
+    exp = sub.add_parser("export", help="merge a LoRA checkpoint's adapter into its base model: a plain HF folder")
+    exp.add_argument("checkpoint", help="a checkpoint-STEP folder of a run with model.lora")
+    exp.add_argument("--merged", required=True, metavar="OUT", help="folder to write the merged model and tokenizer to")
+    exp.set_defaults(func=_cmd_export)
 
     rec = sub.add_parser("recipes", help="list the algorithm recipes (algo.recipe=NAME) with their papers")
     rec.set_defaults(func=_cmd_recipes)
