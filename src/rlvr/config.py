@@ -128,6 +128,7 @@ class TrainConfig:
     overwrite: bool = False  # start afresh in a train.out that holds an earlier run (its files are removed)
     loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
+    max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
 
 
 @dataclass
@@ -212,6 +213,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "train.max_bad_steps": (lambda v: v >= 1, ">= 1"),
     "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
+    "train.max_tokens_per_micro_batch": (lambda v: v >= 0, ">= 0 (0 = off)"),
 }
 
 
