@@ -189,6 +189,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rlvr.models.lora import export_merged
+
+    out = export_merged(args.checkpoint, args.merged)
+    print(f"export: merged {args.checkpoint} into {out}")
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from rlvr import audit
 
@@ -259,6 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--seed", type=int, default=0)
     au.add_argument("--out", help="write the per-dataset results as JSON here")
     au.set_defaults(func=_cmd_data_audit_rg)
+
+    exp = sub.add_parser("export", help="merge a LoRA checkpoint's adapter into its base model: a plain HF folder")
+    exp.add_argument("checkpoint", help="a checkpoint-STEP folder of a run with model.lora")
+    exp.add_argument("--merged", required=True, metavar="OUT", help="folder to write the merged model and tokenizer to")
+    exp.set_defaults(func=_cmd_export)
 
     rec = sub.add_parser("recipes", help="list the algorithm recipes (algo.recipe=NAME) with their papers")
     rec.set_defaults(func=_cmd_recipes)

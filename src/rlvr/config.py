@@ -32,6 +32,7 @@ class ModelConfig:
     path: str | None = None  # HF model folder (AutoModelForCausalLM + AutoTokenizer)
     dtype: str = "float32"  # parameter dtype: float32, bfloat16 or float16
     device: str = "auto"  # "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:N" or "mps"
+    lora: dict | None = None  # LoRA adapter {r, alpha, dropout, target_modules} trained instead of the weights (null = off)
 
 
 @dataclass
@@ -131,6 +132,8 @@ class TrainConfig:
     lr_min_ratio: float = 0.0  # cosine schedule's final learning rate as a fraction of train.lr
     overwrite: bool = False  # start afresh in a train.out that holds an earlier run (its files are removed)
     loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
+    max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
 
 
 @dataclass
@@ -217,6 +220,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "train.max_bad_steps": (lambda v: v >= 1, ">= 1"),
     "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
+    "train.max_tokens_per_micro_batch": (lambda v: v >= 0, ">= 0 (0 = off)"),
 }
 
 
@@ -291,13 +295,15 @@ def _assign(values: dict, sources: dict, parts: list[str], value: Any, where: st
         return
     key = ".".join(parts[:2])
     tp = _HINTS[section].get(parts[1])
-    if tp is None or (len(parts) > 2 and tp is not dict):
+    if tp is None or (len(parts) > 2 and dict not in (typing.get_args(tp) or (tp,))):
         name = ".".join(parts)
         raise ConfigError(f"{where}: unknown key '{name}'{_suggest(name, _ALL_KEYS)}")
     if len(parts) == 2:
         values[section][parts[1]] = _check_type(value, tp, key, where)
     else:  # data.verifier_options.tol=0.1 sets one entry of a dict field
-        node = values[section].setdefault(parts[1], {})
+        if values[section].get(parts[1]) is None:  # model.lora.r=8 on a null model.lora starts the mapping
+            values[section][parts[1]] = {}
+        node = values[section][parts[1]]
         for i, p in enumerate(parts[2:-1], start=2):
             if not isinstance(node.setdefault(p, {}), dict):
                 raise ConfigError(f"{where}: {'.'.join(parts[: i + 1])} is {_describe(node[p])}, not a mapping")
@@ -392,6 +398,8 @@ def _build(values: dict, sources: dict) -> Config:
         where = sources.get("algo.overlong_buffer_frac", "<config>")
         raise ConfigError(f"{where}: algo.overlong_buffer_frac: the reward terms already have an overlong term; "
                           "use one of the two, not both (they would penalise length twice)")
+    if cfg.model.lora is not None:
+        _check_lora(cfg, sources)
     if cfg.reward.policy:
         _check_policy_rewards(cfg.reward.policy, sources.get("reward.policy", "<config>"))
     if cfg.reward.terms:
@@ -402,6 +410,18 @@ def _build(values: dict, sources: dict) -> Config:
         except RewardSpecError as exc:
             raise ConfigError(f"{sources.get('reward.terms', '<config>')}: {exc}") from None
     return cfg
+
+
+def _check_lora(cfg: Config, sources: Mapping[str, str]) -> None:
+    from rlvr.models.lora import lora_problem
+
+    where = sources.get("model.lora", "<config>")
+    problem = lora_problem(cfg.model.lora)
+    if problem:
+        raise ConfigError(f"{where}: model.lora: {problem}")
+    if cfg.algo.ref_update_every:
+        raise ConfigError(f"{sources.get('algo.ref_update_every', '<config>')}: algo.ref_update_every: not available "
+                          "with model.lora (the reference is the base model, the policy with its adapter disabled)")
 
 
 def _check_policy_rewards(terms: list, where: str) -> None:

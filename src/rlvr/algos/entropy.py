@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -28,6 +29,56 @@ def entropy_from_logits(logits: torch.Tensor, *, chunk_rows: int = 4096) -> torc
         z = flat[start:start + chunk_rows]
         out[start:start + chunk_rows] = torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(-1)
     return out.reshape(logits.shape[:-1])
+
+
+def chunked_logprobs_entropy(
+    hidden: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor],
+    tokens: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_rows: int = 1024,
+    with_entropy: bool = False,
+    entropy_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log softmax(head(hidden) / T)[token], entropy) for hidden [..., H] and tokens [...], ``chunk_rows``
+    positions at a time, so the float32 logits never exist for more than one chunk: peak memory is
+    chunk_rows x vocabulary instead of positions x vocabulary. Under autograd each chunk is checkpointed (its
+    logits are recomputed in the backward pass rather than kept), the idea of fused linear cross-entropy (Hsu et
+    al., 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training", Sec. 3.3) written with torch ops. The
+    values are those of ``token_logprobs`` and ``entropy_from_logits`` on the full logits (same per-row ops);
+    the entropy is detached unless ``entropy_grad``.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    shape = tokens.shape
+    flat_h = hidden.reshape(-1, hidden.shape[-1])
+    flat_t = tokens.reshape(-1)
+
+    def piece(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = head(h).float()
+        if temperature not in (0.0, 1.0):
+            logits = logits / temperature
+        lse = torch.logsumexp(logits, dim=-1)
+        logp = logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - lse
+        if not with_entropy:
+            return logp, logp.new_zeros(())
+        z = logits if entropy_grad else logits.detach()
+        return logp, torch.logsumexp(z, dim=-1) - (torch.softmax(z, dim=-1) * z).sum(-1)
+
+    grad = torch.is_grad_enabled() and (flat_h.requires_grad or any(
+        p.requires_grad for p in getattr(head, "parameters", lambda: [])()))
+    logps, entropies = [], []
+    for start in range(0, flat_h.shape[0], chunk_rows):
+        h, t = flat_h[start:start + chunk_rows], flat_t[start:start + chunk_rows]
+        logp, ent = checkpoint(piece, h, t, use_reentrant=False) if grad else piece(h, t)
+        logps.append(logp)
+        entropies.append(ent if entropy_grad else ent.detach())
+    logp = torch.cat(logps).reshape(shape) if logps else flat_h.new_zeros(shape, dtype=torch.float32)
+    if not with_entropy:
+        return logp, None
+    entropy = torch.cat(entropies).reshape(shape) if entropies else logp.new_zeros(shape)
+    return logp, entropy
 
 
 def forking_token_mask(entropy: torch.Tensor, response_mask: torch.Tensor, rho: float) -> torch.Tensor:

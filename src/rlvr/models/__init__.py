@@ -1,4 +1,4 @@
-"""Models and tokenizers: loading HF folders, prompt encoding, the tiny-model builder."""
+"""Models and tokenizers: loading HF folders, LoRA adapters (PEFT), prompt encoding, the tiny-model builder."""
 
 from rlvr.models.loading import load_model, resolve_device
 from rlvr.models.prompts import encode_prompt

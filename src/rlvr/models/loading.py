@@ -26,10 +26,20 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
-    """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error."""
+    """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
+    checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
+    from rlvr.models.lora import adapter_base_path, is_adapter_folder, load_adapter
+
+    if is_adapter_folder(folder) and not (folder / "config.json").is_file():
+        model, tokenizer = load_model(adapter_base_path(folder), dtype=dtype, device=device)
+        if (folder / "tokenizer_config.json").is_file():
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+        return load_adapter(model, folder, trainable=False), tokenizer
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
     hf_logging.disable_progress_bar()

@@ -9,6 +9,10 @@ model's own inverse frequencies and scaling, grouped-query attention, SwiGLU MLP
 with the model's (they agree to float32 rounding, about 1e-6). Models outside that family, or with features this file does not implement (attention or
 MLP biases, rope scaling types other than the default, sliding windows), and models above 500M parameters
 (the fused weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
+
+A model with LoRA adapters (PEFT) is sampled with its CURRENT adapted weights W0 + (alpha / r) B A (Hu et al., 2021,
+Eq. 3), read when the decoder is built (each generate call), so sampling after an update uses the update; the same
+function as the adapted model's own forward, tested against it.
 """
 
 from __future__ import annotations
@@ -31,17 +35,49 @@ def _linear(x: torch.Tensor, weight) -> torch.Tensor:
     return F.linear(x, weight)
 
 
+def _unwrap(model):
+    """The transformers model inside a PEFT wrapper (its layers carry the adapters); the model itself otherwise."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) and hasattr(model, "peft_config") else model
+
+
+def _is_adapted(module) -> bool:
+    return hasattr(module, "base_layer") and hasattr(module, "lora_A")
+
+
+def _plain_lora(module) -> bool:
+    """An adapter layer whose effect is W0 + delta (no DoRA magnitude, no other adapter kinds)."""
+    if not _is_adapted(module):
+        return not hasattr(module, "base_layer")
+    return not any(getattr(module, "use_dora", {}).values()) and not getattr(module, "lora_variant", None)
+
+
+def _weight(module) -> torch.Tensor:
+    """The weight a (possibly LoRA-adapted) linear or embedding layer computes with: its base weight plus the
+    delta of each active adapter, unless the adapters are disabled or already merged into the base weight."""
+    if not _is_adapted(module):
+        return module.weight
+    weight = module.base_layer.weight
+    if getattr(module, "merged", False) or getattr(module, "disable_adapters", False):
+        return weight
+    for name in module.active_adapters:
+        if name in module.lora_A or name in getattr(module, "lora_embedding_A", {}):
+            weight = weight + module.get_delta_weight(name).to(weight.dtype)
+    return weight
+
+
 class LlamaDecoder:
     def __init__(self, model, rows: int, max_len: int):
+        model = _unwrap(model)
         cfg = model.config
         inner = model.model
         self.eps = cfg.rms_norm_eps
         self.heads = cfg.num_attention_heads
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
-        self.embed = inner.embed_tokens.weight
+        self.embed = _weight(inner.embed_tokens)
         self.final_norm = inner.norm.weight
-        self.lm_head = model.lm_head.weight
+        self.lm_head = _weight(model.lm_head)
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
         self.layers = []
@@ -49,11 +85,11 @@ class LlamaDecoder:
             attn, mlp = layer.self_attn, layer.mlp
             self.layers.append((
                 layer.input_layernorm.weight,
-                torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]),
-                attn.o_proj.weight,
+                torch.cat([_weight(attn.q_proj), _weight(attn.k_proj), _weight(attn.v_proj)]),
+                _weight(attn.o_proj),
                 layer.post_attention_layernorm.weight,
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
-                mlp.down_proj.weight,
+                torch.cat([_weight(mlp.gate_proj), _weight(mlp.up_proj)]),
+                _weight(mlp.down_proj),
             ))
         dtype, device = self.embed.dtype, self.embed.device
         if device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
@@ -72,10 +108,13 @@ class LlamaDecoder:
 
     @staticmethod
     def supports(model) -> bool:
+        if sum(p.numel() for p in model.parameters()) > LlamaDecoder.MAX_PARAMS:
+            return False
+        model = _unwrap(model)
+        if not all(_plain_lora(m) for m in model.modules() if hasattr(m, "base_layer")):
+            return False
         cfg = getattr(model, "config", None)
         if cfg is None or getattr(cfg, "model_type", None) != "llama":
-            return False
-        if sum(p.numel() for p in model.parameters()) > LlamaDecoder.MAX_PARAMS:
             return False
         rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
         return (

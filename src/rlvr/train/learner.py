@@ -1,6 +1,8 @@
 """The learner: an experience batch is prepared once (old and reference log-probs, values, shaped rewards,
 advantages), then ``algo.ppo_epochs`` passes over it, each split into ``algo.mini_batches`` optimizer steps; each
-mini-batch may be split further into micro-batches of ``train.micro_batch_size`` rows for memory.
+mini-batch may be split further into micro-batches for memory: ``train.micro_batch_size`` rows each, or with
+``train.max_tokens_per_micro_batch`` rows grouped by length under a token budget, each micro-batch cut to its own
+longest prompt and response so padding stays bounded.
 
     exp = prepare_experience(model, samples.batch, rewards, parts, cfg)
     metrics = learn(model, optimizer, exp, parts, cfg, generator=g, on_update=engine_sync)
@@ -55,18 +57,75 @@ def updates_per_batch(cfg: Config, rows: int) -> tuple[int, int]:
     return cfg.algo.ppo_epochs, max(1, min(cfg.algo.mini_batches, rows))
 
 
+def token_budget_groups(rows: list[int], prompt_lengths: list[int], response_lengths: list[int],
+                        max_tokens: int) -> list[list[int]]:
+    """Rows packed into micro-batches by length: sorted longest first, each micro-batch takes rows while its
+    padded size, rows x (longest prompt + longest response), stays within ``max_tokens``; a row longer than the
+    budget forms a micro-batch of its own. Rows of similar length share a micro-batch, so padding is bounded."""
+    order = sorted(rows, key=lambda r: (-(prompt_lengths[r] + response_lengths[r]), r))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    longest_prompt = longest_response = 0
+    for r in order:
+        p, q = max(longest_prompt, prompt_lengths[r]), max(longest_response, response_lengths[r])
+        if current and (len(current) + 1) * (p + q) > max_tokens:
+            groups.append(current)
+            current, p, q = [], prompt_lengths[r], response_lengths[r]
+        current.append(r)
+        longest_prompt, longest_response = p, q
+    if current:
+        groups.append(current)
+    return groups
+
+
+def micro_batches(batch: RolloutBatch, rows: list[int], cfg: Config) -> list[list[int]]:
+    """The micro-batches of ``rows``: by token budget (train.max_tokens_per_micro_batch), else
+    train.micro_batch_size rows each in order, else all rows in one."""
+    if cfg.train.max_tokens_per_micro_batch:
+        index = torch.tensor(rows, dtype=torch.long, device=batch.prompt_mask.device)
+        prompt = dict(zip(rows, batch.prompt_mask[index].sum(-1).tolist()))
+        response = dict(zip(rows, batch.response_mask[index].sum(-1).tolist()))
+        return token_budget_groups(rows, prompt, response, cfg.train.max_tokens_per_micro_batch)
+    micro = cfg.train.micro_batch_size or max(len(rows), 1)
+    return [rows[start:start + micro] for start in range(0, len(rows), micro)]
+
+
+def rows_forward(model, batch: RolloutBatch, r: torch.Tensor, cfg: Config, **kwargs) -> PolicyOutput:
+    """policy_forward of the rows ``r`` [n, T]. With a token budget, the columns that are padding in every one of
+    these rows are cut before the forward (the left of the prompts, the right of the responses; positions come
+    from the attention mask, so nothing else changes) and the outputs padded back to T with zeros."""
+    prompt_ids, prompt_mask = batch.prompt_ids[r], batch.prompt_mask[r]
+    response_ids, response_mask = batch.response_ids[r], batch.response_mask[r]
+    width = response_ids.shape[1]
+    if cfg.train.max_tokens_per_micro_batch:
+        used = (prompt_mask.sum(0) > 0).nonzero()
+        first = int(used[0]) if len(used) else prompt_mask.shape[1] - 1
+        used = (response_mask.sum(0) > 0).nonzero()
+        last = int(used[-1]) + 1 if len(used) else 1
+        prompt_ids, prompt_mask = prompt_ids[:, first:], prompt_mask[:, first:]
+        response_ids, response_mask = response_ids[:, :last], response_mask[:, :last]
+    out = policy_forward(model, prompt_ids, prompt_mask, response_ids, response_mask,
+                         temperature=cfg.rollout.temperature, **kwargs)
+    if response_ids.shape[1] < width:
+        pad = lambda x: None if x is None else torch.nn.functional.pad(x, (0, width - x.shape[1]))  # noqa: E731
+        out = PolicyOutput(pad(out.logp), pad(out.entropy), pad(out.values))
+    return out
+
+
 @torch.no_grad()
 def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config) -> PolicyOutput:
     """No-grad log-probs of the given rows, in micro-batches; [len(rows), T]."""
-    micro = cfg.train.micro_batch_size or max(len(rows), 1)
-    outs = []
-    for start in range(0, len(rows), micro):
-        r = rows[start:start + micro]
-        outs.append(policy_forward(model, batch.prompt_ids[r], batch.prompt_mask[r], batch.response_ids[r],
-                                   batch.response_mask[r], temperature=cfg.rollout.temperature))
-    if not outs:
+    if not len(rows):
         return PolicyOutput(batch.logprobs[:0])
-    return PolicyOutput(torch.cat([o.logp for o in outs]))
+    order = rows.tolist()
+    groups = micro_batches(batch, order, cfg)
+    outs = [rows_forward(model, batch, torch.tensor(g, device=rows.device), cfg).logp for g in groups]
+    logp = torch.cat(outs)
+    done = [r for g in groups for r in g]
+    if done != order:  # grouped by length: back to the rows' order
+        position = {r: i for i, r in enumerate(done)}
+        logp = logp[torch.tensor([position[r] for r in order], device=logp.device)]
+    return PolicyOutput(logp)
 
 
 def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
@@ -168,7 +227,6 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
     algo = cfg.algo
     agg = algo.agg or losses.default_agg(algo.loss)
     total_units = max(losses.aggregation_units(exp.loss_mask[rows], agg), 1)
-    micro = cfg.train.micro_batch_size or max(len(trained), 1)
     wants_entropy = any(p.wants_entropy for p in parts.values()) or exp.batch.entropy is None
     entropy_grad = any(p.entropy_grad for p in parts.values())
     value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
@@ -176,12 +234,11 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
     sums: dict[str, float] = {}
     seen = 0.0
     loss_total = 0.0
-    for start in range(0, len(trained), micro):
-        r = torch.tensor(trained[start:start + micro], device=rows.device)
+    for group in micro_batches(batch, trained, cfg):
+        r = torch.tensor(group, device=rows.device)
         mask = exp.loss_mask[r]
-        out = policy_forward(model, batch.prompt_ids[r], batch.prompt_mask[r], batch.response_ids[r],
-                             batch.response_mask[r], temperature=cfg.rollout.temperature, with_entropy=wants_entropy,
-                             entropy_grad=entropy_grad, value_head=value_head)
+        out = rows_forward(model, batch, r, cfg, with_entropy=wants_entropy, entropy_grad=entropy_grad,
+                           value_head=value_head)
         metrics: dict[str, float] = {}
         if first and exp.old_from_rollout:  # the weights are unchanged since sampling: this IS the trainer's old policy
             metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.response_mask[r]))

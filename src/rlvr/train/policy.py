@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.algos.entropy import entropy_from_logits, token_logprobs
+from rlvr.algos.entropy import chunked_logprobs_entropy, entropy_from_logits, token_logprobs
 
 
 class ValueHead(torch.nn.Module):
@@ -29,6 +29,25 @@ class PolicyOutput:
     values: torch.Tensor | None = None  # [N, T]
 
 
+LOGITS_CHUNK = 1024  # response positions per chunk of the LM head when a forward has more (see policy_forward)
+
+
+def trunk_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(decoder, LM head) of a causal LM whose logits are exactly head(decoder(...)) (the decoder's last hidden
+    state, final norm applied); None for models that post-process logits (soft-capping, logit scales) or do not
+    expose the two parts, which then take the model's own forward. LoRA layers live inside both modules."""
+    base = model.get_base_model() if hasattr(model, "peft_config") and hasattr(model, "get_base_model") else model
+    cfg = getattr(base, "config", None)
+    if cfg is None or any(getattr(cfg, k, None) not in (None, 1.0) for k in ("final_logit_softcapping", "logit_scale")):
+        return None
+    get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
+    decoder = get_decoder() if callable(get_decoder) else None
+    head = get_head() if callable(get_head) else None
+    if decoder is None or head is None or decoder is base:
+        return None
+    return decoder, head
+
+
 def policy_forward(
     model: torch.nn.Module,
     prompt_ids: torch.Tensor,
@@ -40,15 +59,30 @@ def policy_forward(
     with_entropy: bool = False,
     entropy_grad: bool = False,
     value_head: ValueHead | None = None,
+    chunk: int | None = None,
 ) -> PolicyOutput:
     """log pi(response_t | prompt, response_<t) for every response position [N, T], from temperature-scaled
     logits so they match the sampling log-probs of the rollout engine; the entropy of each position
     (detached unless ``entropy_grad``, since only an entropy bonus needs its gradient); and, with a value
-    head, the value of the state before each response token."""
+    head, the value of the state before each response token.
+
+    Memory: only response positions reach the LM head. When they number more than ``chunk`` (default
+    LOGITS_CHUNK; 0 = never), the head, log-softmax and entropy run ``chunk`` positions at a time with the
+    chunks' logits recomputed in the backward pass (algos.entropy.chunked_logprobs_entropy), so the float32
+    logits never exist for all positions at once; the values equal the full computation's up to rounding."""
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)
     attention_mask = torch.cat([prompt_mask, response_mask.to(prompt_mask.dtype)], dim=1)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     width = response_ids.shape[1]
+    chunk = LOGITS_CHUNK if chunk is None else chunk
+    parts = trunk_and_head(model) if chunk and response_ids.numel() > chunk else None
+    if parts is not None:
+        decoder, head = parts
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         use_cache=False).last_hidden_state[:, -width - 1:-1, :]
+        logp, entropy = chunked_logprobs_entropy(hidden, head, response_ids, temperature=temperature, chunk_rows=chunk,
+                                                 with_entropy=with_entropy, entropy_grad=entropy_grad)
+        return PolicyOutput(logp, entropy, value_head(hidden) if value_head is not None else None)
     # Only the positions that predict response tokens are needed: the last prompt position and all but the last response one.
     out = model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,

@@ -16,6 +16,7 @@ import torch
 
 from rlvr.config import Config, save_config
 from rlvr.models import load_model, resolve_device
+from rlvr.models.lora import AdapterDisabled, apply_lora, load_adapter, require_peft
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import Task, load_data, make_sampler
@@ -84,6 +85,15 @@ def lr_factor(step: int, cfg: Config) -> float:
         return 1.0 - progress
     floor = cfg.train.lr_min_ratio
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def load_lora_policy(cfg: Config, checkpoint: Path | None):
+    """(model, tokenizer) of a run with model.lora: the base model at model.path with a fresh adapter, or with the
+    checkpoint's adapter (trainable) when resuming."""
+    model, tokenizer = load_model(cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
+    if checkpoint is not None:
+        return load_adapter(model, checkpoint, trainable=True), tokenizer
+    return apply_lora(model, cfg.model.lora, cfg.model.path), tokenizer
 
 
 class RunSetupError(ValueError):
@@ -177,19 +187,32 @@ class TrainingRun:
 
         prepare_run_dir(cfg, resume)
         resolve_device(cfg.model.device)
+        if cfg.model.lora is not None:
+            require_peft()  # before the model loads: a missing extra is a one-line error naming it
         checkpoint = latest_checkpoint(self.dir) if resume else None
-        self.model, self.tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
+        if cfg.model.lora is not None:
+            self.model, self.tokenizer = load_lora_policy(cfg, checkpoint)
+        else:
+            self.model, self.tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype,
+                                                    device=cfg.model.device)
+        if cfg.train.gradient_checkpointing:
+            # non-reentrant checkpointing: gradients reach the adapter even though the embeddings are frozen
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.train()
 
-        def load_reference() -> torch.nn.Module:
-            # the reference is the initial policy: the model folder when resuming, else a copy before any update
+        def load_reference():
+            # the reference is the initial policy: with LoRA the base weights with the adapter disabled (no copy);
+            # otherwise the model folder when resuming, else a copy before any update
+            if cfg.model.lora is not None:
+                return AdapterDisabled(self.model)
             if checkpoint:
                 reference = load_model(cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)[0]
             else:
                 reference = copy.deepcopy(self.model)
             return reference.eval().requires_grad_(False)
 
-        ctx = PartContext(self.model, load_reference, trainable=list(self.model.parameters()))
+        # only what requires gradients is trained (with LoRA, the adapter): no optimizer state for frozen weights
+        ctx = PartContext(self.model, load_reference, trainable=[p for p in self.model.parameters() if p.requires_grad])
         self.parts = build_parts(cfg, ctx)
         self.reference = next((getattr(p, "reference") for p in self.parts.values() if hasattr(p, "reference")), None)
         options = dict(cfg.rollout.engine_options)

@@ -1,0 +1,197 @@
+"""Peak memory and seconds per RL step: full fine-tuning vs LoRA vs LoRA + gradient checkpointing, beside TRL's
+GRPOTrainer with the same PEFT config, in one run.
+
+    python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR]
+
+The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
+saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 10m for a
+quick check), prompts like "37+58=", reward = exact match of the completion's first line; per step 2 prompts x
+4 samples, exactly 256 new tokens (no response ends early: rlvr's engine is given an end id the model cannot
+sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
+term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
+1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder.
+
+Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
+ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime).
+Seconds per step is the mean of the steps after the first (the first pays one-off costs). Needs trl and peft
+(the `bench` and `lora` extras).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {  # name -> TinySpec keyword arguments
+    "10m": dict(hidden_size=256, num_layers=8, num_heads=4, intermediate_size=1024, max_positions=320),
+    "100m": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=2560, max_positions=320),
+}
+RESPONSE = 256  # new tokens per response, every response full length
+NO_END = 10**6  # generation_config.eos_token_id of the benchmark model: an id outside the vocabulary
+PROMPTS, GROUP, KL, LR = 2, 4, 0.04, 1e-5
+LORA = {"r": 16, "alpha": 32, "dropout": 0.0,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+
+TRL_SCRIPT = r'''
+import json, sys, time
+import torch
+torch.set_num_threads(int(sys.argv[4]))
+import datasets
+from peft import LoraConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+model_dir, data_path, steps, threads, out, checkpointing = sys.argv[1:7]
+settings = json.loads(sys.argv[7])
+rows = [json.loads(line) for line in open(data_path)]
+
+def exact_first_line(prompts, completions, reference, **_):
+    return [float(c.strip().split("\n")[0].strip() == str(r)) for c, r in zip(completions, reference)]
+
+class StepTimes(TrainerCallback):
+    def __init__(self):
+        self.times = [time.perf_counter()]
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter())
+
+lora = settings["lora"]
+config = GRPOConfig(
+    output_dir=out, per_device_train_batch_size=settings["prompts"] * settings["group"],
+    num_generations=settings["group"], max_completion_length=settings["response"], temperature=1.0,
+    beta=settings["kl"], learning_rate=settings["lr"], max_steps=int(steps), use_cpu=True, bf16=False, fp16=False,
+    report_to=[], logging_steps=1, save_strategy="no", dataloader_num_workers=0, seed=0,
+    gradient_checkpointing=checkpointing == "1", gradient_checkpointing_kwargs={"use_reentrant": False},
+    generation_kwargs={"min_new_tokens": settings["response"]},
+)
+tokenizer = AutoTokenizer.from_pretrained(model_dir)
+model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+model.generation_config.eos_token_id = tokenizer.eos_token_id  # the folder's out-of-vocabulary end id is for rlvr
+timer = StepTimes()
+trainer = GRPOTrainer(
+    model=model, processing_class=tokenizer,
+    reward_funcs=[exact_first_line], args=config, train_dataset=datasets.Dataset.from_list(rows),
+    peft_config=LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                           target_modules=lora["target_modules"], task_type="CAUSAL_LM"),
+    callbacks=[timer],
+)
+trainer.train()
+assert trainer.state.global_step == int(steps)
+steps_s = [b - a for a, b in zip(timer.times, timer.times[1:])]
+json.dump({"step_s": steps_s}, open(out + "/times.json", "w"))
+'''
+
+
+def build_workload(workdir: Path, size: str) -> tuple[Path, Path]:
+    from rlvr.models.tiny import TinySpec, save_tiny_model
+    from rlvr.tasks import load_tasks
+
+    model_dir = workdir / f"model-{size}"
+    if not model_dir.exists():
+        from transformers import GenerationConfig
+
+        save_tiny_model(model_dir, TinySpec(**SIZES[size]), seed=0)
+        generation = GenerationConfig.from_pretrained(model_dir) if (model_dir / "generation_config.json").exists() \
+            else GenerationConfig()
+        generation.eos_token_id = NO_END
+        generation.save_pretrained(model_dir)
+    data = workdir / "prompts.jsonl"
+    if not data.exists():
+        tasks = load_tasks("arithmetic:train:n=64")
+        data.write_text("".join(json.dumps({"prompt": t.prompt, "reference": str(t.reference)}) + "\n" for t in tasks))
+    return model_dir, data
+
+
+def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path, *, lora: bool,
+                 checkpointing: bool) -> list[str]:
+    return [
+        sys.executable, "-m", "rlvr.cli", "train", "/dev/null",
+        f"model.path={model_dir}", f"data.train={data}", "data.verifier=exact",
+        "data.verifier_options={first_line: true}", f"data.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}",
+        f"rollout.max_new_tokens={RESPONSE}", "rollout.temperature=1.0", f"algo.kl_coef={KL}", f"train.lr={LR}",
+        f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
+        f"train.out={out}", f"model.lora={json.dumps(LORA) if lora else 'null'}",
+        f"train.gradient_checkpointing={str(checkpointing).lower()}",
+    ]
+
+
+def measured(cmd: list[str], threads: int) -> tuple[float, float]:
+    """(peak resident set size in GiB, wall seconds) of one process."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = proc.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{stderr[-3000:]}")
+    return usage.ru_maxrss / 2**20, time.perf_counter() - start  # ru_maxrss is in KiB on Linux
+
+
+def rlvr_step_s(out: Path) -> list[float]:
+    from rlvr.train.metrics import read_metrics
+
+    return [row["time_s"] for row in read_metrics(out)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="100m", choices=sorted(SIZES))
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-memory-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "trl_grpo.py"
+    script.write_text(TRL_SCRIPT)
+    model_dir, data = build_workload(workdir, args.size)
+    import peft
+    import torch
+    import trl
+    from transformers import AutoModelForCausalLM
+
+    import rlvr
+
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    settings = {"lora": LORA, "prompts": PROMPTS, "group": GROUP, "response": RESPONSE, "kl": KL, "lr": LR}
+    print(f"rlvr {rlvr.__version__}, trl {trl.__version__}, peft {peft.__version__}, torch {torch.__version__}; "
+          f"{params / 1e6:.1f}M parameters; {PROMPTS}x{GROUP} responses of {RESPONSE} tokens per step; KL {KL}; "
+          f"LoRA r={LORA['r']} alpha={LORA['alpha']} on {len(LORA['target_modules'])} projections; "
+          f"{args.threads} threads; {args.steps} steps, s/step = mean after the first")
+    runs = [
+        ("rlvr full fine-tuning", "rlvr", False, False),
+        ("rlvr LoRA", "rlvr", True, False),
+        ("rlvr LoRA + checkpointing", "rlvr", True, True),
+        ("TRL GRPOTrainer LoRA", "trl", True, False),
+        ("TRL GRPOTrainer LoRA + checkpointing", "trl", True, True),
+    ]
+    print(f"{'configuration':<38} {'peak RSS GiB':>12} {'s/step':>8} {'wall s':>8}")
+    results = {}
+    for name, trainer, lora, checkpointing in runs:
+        out = workdir / name.replace(" ", "-").replace("+", "and")
+        if trainer == "rlvr":
+            cmd = rlvr_command(model_dir, data, args.steps, args.threads, out, lora=lora, checkpointing=checkpointing)
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, str(script), str(model_dir), str(data), str(args.steps), str(args.threads),
+                   str(out), "1" if checkpointing else "0", json.dumps(settings)]
+        peak, wall = measured(cmd, args.threads)
+        steps = rlvr_step_s(out) if trainer == "rlvr" else json.loads((out / "times.json").read_text())["step_s"]
+        per_step = sum(steps[1:]) / max(len(steps) - 1, 1)
+        results[name] = peak
+        print(f"{name:<38} {peak:12.2f} {per_step:8.1f} {wall:8.1f}", flush=True)
+    full = results["rlvr full fine-tuning"]
+    lean = results["rlvr LoRA + checkpointing"]
+    print(f"rlvr LoRA + checkpointing: {100 * lean / full:.0f}% of full fine-tuning's peak; "
+          f"TRL LoRA + checkpointing {results['TRL GRPOTrainer LoRA + checkpointing']:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
