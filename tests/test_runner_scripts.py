@@ -16,7 +16,9 @@ SRC = TESTS.parent / "src"
 def _run(script: str, cwd: Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
     path = cwd / "user_script.py"
     path.write_text(textwrap.dedent(script))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    # no empty entry: an empty PYTHONPATH component would put the working directory on the user's own sys.path
+    parts = [str(SRC), str(TESTS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(parts)}
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, str(path)], cwd=cwd, env=env, capture_output=True, text=True,
                          timeout=timeout)

@@ -28,8 +28,9 @@ import socket
 import sys
 
 CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x20, 0x1000, 0x4000, 0x40000
 PR_SET_CHILD_SUBREAPER = 36
+MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -71,11 +72,38 @@ def _exit_code(exc: BaseException | None) -> int:
     return 1
 
 
+def _python_dirs_under_tmp() -> list[str]:
+    """The interpreter's folders that live under /tmp (a virtual environment in a checkout there): the fresh
+    tmpfs a program gets on /tmp would hide them, so they are bound into it again, read-only."""
+    import site
+
+    dirs = {sys.prefix, sys.base_prefix, *site.getsitepackages(), *(p for p in sys.path if p)}
+    under = sorted((d for d in dirs if d.startswith("/tmp/") and os.path.isdir(d)), key=len)
+    return [d for i, d in enumerate(under) if not any(d.startswith(o.rstrip("/") + "/") for o in under[:i])]
+
+
 def _isolate(inside, uid: int, tmp_bytes: int, shm_bytes: int) -> None:
     """Own mount and IPC namespaces, fresh tmpfs on /tmp (the cwd) and /dev/shm, then the sandbox's uid."""
+    keep = _python_dirs_under_tmp()
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    # folders of the interpreter under /tmp are parked on /dev/shm (a bind made in this namespace), /tmp is
+    # covered by its fresh tmpfs, they are bound back read-only, and the parking places go again
+    parked = []
+    for i, folder in enumerate(keep):
+        hold = f"/dev/shm/.rlvr-keep-{os.getpid()}-{i}"
+        os.mkdir(hold, 0o700)
+        _check(_libc.mount(folder.encode(), hold.encode(), None, MS_BIND | MS_REC, None), f"park {folder}")
+        parked.append(hold)
     _mount_tmpfs(b"/tmp", tmp_bytes)
+    for folder, hold in zip(keep, parked):
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        target = folder.encode()
+        _check(_libc.mount(hold.encode(), target, None, MS_BIND | MS_REC, None), f"bind {folder}")
+        _check(_libc.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+               f"read-only {folder}")
+        _check(_libc.umount2(hold.encode(), MNT_DETACH), f"unpark {folder}")
+        os.rmdir(hold)
     _mount_tmpfs(b"/dev/shm", shm_bytes)
     os.chdir("/tmp")
     inside.drop_privileges(uid)
@@ -231,7 +259,8 @@ class Server:
             code = 125
             try:
                 _isolate(self.inside, self.uid, 1 << 20, 1 << 16)
-                code = 0 if os.getuid() == self.uid and os.listdir("/tmp") == [] else 125
+                expected = {d[len("/tmp/"):].split("/")[0] for d in _python_dirs_under_tmp()}
+                code = 0 if os.getuid() == self.uid and set(os.listdir("/tmp")) == expected else 125
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)

@@ -46,7 +46,7 @@ was decided
 
 Budget: extraction, normalisation, parsing, exact and numeric comparison and probing run inline in the caller;
 each step is bounded by a guard checked before it runs and the call's deadline is checked between steps
-(budget.py), so inline work stops at a soft deadline 30% of the budget (at most 0.5 s) before the hard
+(budget.py), so inline work stops at a soft deadline half the budget (at most 1 s) before the hard
 one. Only the SymPy stage (expressions with variables whose equivalence probing did not refute, or text our
 parser cannot read) runs through rlvr's supervised runner as a CallableRequest with the remaining budget, so
 it can be killed. No call returns later than ``timeout_s`` + 0.5 s, from any thread.
@@ -76,10 +76,10 @@ from rlvr.verifiers.registry import register_verifier
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
 MAX_ANSWER_RAW = 3000  # a longer extracted answer (or reference) is "too_complex"
 PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing, should SymPy run out of time
-# every stage stops this long (at most 30% of the budget) before the deadline, so that the verdict is
+# every stage stops this long (at most half of the budget) before the deadline, so that the verdict is
 # back by it even when 8 threads share the interpreter and the machine is busy
-INLINE_MARGIN_S = 0.5
-INLINE_MARGIN_SHARE = 0.3
+INLINE_MARGIN_S = 1.0
+INLINE_MARGIN_SHARE = 0.5
 MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?$")
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"

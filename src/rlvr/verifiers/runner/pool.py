@@ -230,7 +230,7 @@ class Pool:
         os.set_blocking(result_r, False)
         w = _Worker(proc, request_w, result_r, self.max_result_bytes + _ENVELOPE_BYTES,
                     time.monotonic() + STARTUP_TIMEOUT_S)
-        init = {"sys_path": list(sys.path), "memory_mb": self.memory_mb, "parent_pid": os.getpid(),
+        init = {"sys_path": [p for p in sys.path if p], "memory_mb": self.memory_mb, "parent_pid": os.getpid(),
                 "max_result_bytes": self.max_result_bytes}
         w.outbuf += decode.frame(pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL))
         self.workers.append(w)
