@@ -224,8 +224,8 @@ def test_none_where_allowed(override, key):
     [
         ("train: 5\n", "line 1: section 'train' must be a mapping of keys, got int 5"),
         ("algo:\n  - grpo\n", "line 1: section 'algo' must be a mapping of keys, got list ['grpo']"),
-        ("- train\n", "expected a mapping of sections (model, data, rollout, algo, reward, train), got list ['train']"),
-        ("just text\n", "expected a mapping of sections (model, data, rollout, algo, reward, train), got str 'just text'"),
+        ("- train\n", "expected a mapping of sections (model, data, rollout, algo, reward, train, cluster), got list ['train']"),
+        ("just text\n", "expected a mapping of sections (model, data, rollout, algo, reward, train, cluster), got str 'just text'"),
     ],
 )
 def test_section_not_a_mapping(tmp_path, yaml_text, message):
@@ -347,7 +347,7 @@ def test_missing_file(tmp_path):
 
 def test_to_dict_is_plain_nested_dict():
     d = load_config(None, ["data.verifier_options={tol: 0.1}"]).to_dict()
-    assert list(d) == ["model", "data", "rollout", "algo", "reward", "train", "plugins"]
+    assert list(d) == ["model", "data", "rollout", "algo", "reward", "train", "cluster", "plugins"]
     assert d["train"]["steps"] == 100 and d["data"]["verifier_options"] == {"tol": 0.1} and d["plugins"] == []
     assert all(type(section) is dict for name, section in d.items() if name != "plugins")
     assert set(d["algo"]) == {f.name for f in dataclasses.fields(AlgoConfig)}

@@ -16,12 +16,12 @@ LAYERS: dict[str, int] = {
     "__init__": 0, "jsonl": 0, "progress": 0, "plugins": 0,  # the package root holds only the version
     "algos": 1, "verifiers": 1,
     "tasks": 2, "integrations": 2,
-    "models": 3, "rewards": 3,
+    "models": 3, "rewards": 3, "envs": 3,
     "rollout": 4,
     "config": 5,
     "eval": 6,
     "train": 7,
-    "demo": 8, "serve": 8, "audit": 8,
+    "demo": 8, "serve": 8, "audit": 8, "cluster": 8,
     "cli": 9, "__main__": 9,
 }
 

@@ -19,15 +19,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from rlvr.cluster import launch
     from rlvr.config import load_config
-    from rlvr.train import train
 
     cfg = load_config(args.config, args.overrides)
     if cfg.model.path is None:
         raise ValueError("model.path is not set: give it in the config or as an override, e.g. model.path=path/to/model")
     if cfg.data.train is None:
         raise ValueError("data.train is not set: give a JSONL file or a generator spec such as data.train=arithmetic:train")
-    run_dir = train(cfg, resume=args.resume)
+    run_dir = launch(cfg, resume=args.resume)
     print(f"train: done; run directory {run_dir}")
     return 0
 

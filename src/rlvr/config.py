@@ -137,6 +137,17 @@ class TrainConfig:
 
 
 @dataclass
+class ClusterConfig:
+    backend: str = "local"  # local (this machine's processes) or ray (actors placed by a Ray cluster)
+    learners: int = 1  # torch.distributed learner ranks; each takes a shard of the experience batch
+    learner_strategy: str = "ddp"  # how learner ranks hold the model: ddp (a full copy each) or fsdp2 (sharded)
+    rollout_workers: int = 1  # rollout engine replicas (ray backend)
+    reward_workers: int = 0  # reward-scoring actors (ray backend; 0 = score in the driver's reward runner)
+    address: str | None = None  # address of an existing Ray cluster to join (None = start a local one)
+    async_rollouts: int = 0  # 1 = collect the next batch while the learners update (one step off-policy)
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -144,6 +155,7 @@ class Config:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     plugins: list = field(default_factory=list)  # user modules imported before validation (rlvr.plugins)
 
     def to_dict(self) -> dict:
@@ -164,6 +176,10 @@ def _engine_names() -> list[str]:
 
 def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
     return choices.__contains__, "one of " + ", ".join(choices)
+
+
+def _one_of_values(*choices: Any) -> tuple[Callable[[Any], bool], str]:
+    return choices.__contains__, "one of " + ", ".join(map(str, choices))
 
 
 # Ranges and choices: dotted key -> (check, what was expected). A None value (where allowed) skips its check.
@@ -221,6 +237,12 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
     "train.max_tokens_per_micro_batch": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "cluster.backend": _one_of("local", "ray"),
+    "cluster.learners": (lambda v: v >= 1, ">= 1"),
+    "cluster.learner_strategy": _one_of("ddp", "fsdp2"),
+    "cluster.rollout_workers": (lambda v: v >= 1, ">= 1"),
+    "cluster.reward_workers": (lambda v: v >= 0, ">= 0 (0 = score in the driver)"),
+    "cluster.async_rollouts": _one_of_values(0, 1),
 }
 
 
