@@ -77,7 +77,7 @@ def test_malformed_call_is_an_observation_with_a_format_part():
 def test_tool_timeout_is_an_observation_and_a_tool_error():
     tok = qwen_style_tokenizer()
     env_task = Task("wake up", "awake", "t", env="tools", env_options={
-        "tools": [{"name": "slow", "seconds": 0.5}], "tool_format": "hermes", "tool_error_penalty": -0.5})
+        "tools": [{"tool": "slow", "seconds": 0.5}], "tool_format": "hermes", "tool_error_penalty": -0.5})
     from rlvr.envs import function_tool, register_tool, unregister_tool
     from agent_fixtures import slow_tool
 

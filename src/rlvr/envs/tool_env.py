@@ -31,12 +31,15 @@ def unregister_tool(name: str) -> None:
 
 
 def resolve_tool(spec: str | dict[str, Any] | Tool) -> Tool:
-    """A Tool from a registered name, ``{"name": ..., **options}``, or ``"module:function"`` (a function tool)."""
+    """A Tool from a registered name, ``{"tool": NAME, **options}`` (the factory's options, e.g. ``name`` to rename
+    it), or ``"module:function"`` (a function tool)."""
     if isinstance(spec, Tool):
         return spec
     if isinstance(spec, dict):
         options = dict(spec)
-        return _TOOLS.get(options.pop("name"))(**options)
+        if "tool" not in options:
+            raise ValueError(f"env option tools: {spec!r} has no 'tool' key (expected {{tool: NAME, ...options}})")
+        return _TOOLS.get(options.pop("tool"))(**options)
     if ":" in spec:
         module, _, attr = spec.partition(":")
         try:

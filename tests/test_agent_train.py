@@ -1,0 +1,97 @@
+"""Agent tasks through training and evaluation: tasks naming an environment run as episodes inside the one RL
+loop (collect_rollouts), are logged with agent metrics, resume exactly, and are evaluated with turns, tool calls
+and tool error rates."""
+
+import shutil
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from rlvr.config import config_from_dict
+from rlvr.demo_agent import AGENT_TEMPLATE, ENV_OPTIONS, Teacher, transcripts
+from rlvr.eval import evaluate_tasks
+from rlvr.jsonl import write_jsonl
+from rlvr.models import TinySpec, build_tiny_model
+from rlvr.rollout import build_engine
+from rlvr.rollout.episodes import Scoring
+from rlvr.tasks import Task, load_data
+from rlvr.train import train
+from rlvr.train.metrics import read_metrics
+
+TIMING = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99_ms"}
+ROWS = [{"id": f"m{i}", "prompt": [{"role": "user", "content": f"{a}*{b}"}], "reference": str(a * b)}
+        for i, (a, b) in enumerate([(123, 45), (678, 12), (305, 99), (111, 11), (250, 40), (999, 98)])]
+
+
+def agent_model_dir(path):
+    model, tok = build_tiny_model(TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), seed=0)
+    tok.chat_template = AGENT_TEMPLATE
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def config(model_dir, data, out, **train_keys):
+    return config_from_dict({
+        "model": {"path": str(model_dir)},
+        "data": {"train": str(data), "verifier": "exact", "prompts_per_step": 2, "env": "tools",
+                 "env_options": {**ENV_OPTIONS, "format_penalty": -0.1}},
+        "rollout": {"group_size": 3, "max_new_tokens": 40},
+        "train": {"steps": 4, "save_every": 2, "out": str(out), "seed": 0, "progress": False, "lr": 1e-3, **train_keys},
+    })
+
+
+def test_data_env_reaches_tasks_and_rows_may_name_their_own(tmp_path):
+    data = tmp_path / "d.jsonl"
+    write_jsonl(data, ROWS[:2] + [{**ROWS[2], "env": "single_turn", "env_options": {}}])
+    tasks = load_data(config(tmp_path, data, tmp_path / "r").data, "train")
+    assert [t.env for t in tasks] == ["tools", "tools", "single_turn"]
+    assert tasks[0].env_options["tool_format"] == "fenced" and tasks[2].env_options == {}
+
+
+def test_agent_training_logs_episode_metrics_and_resumes_exactly(tmp_path):
+    data = tmp_path / "d.jsonl"
+    write_jsonl(data, ROWS)
+    model_dir = agent_model_dir(tmp_path / "model")
+    whole = train(config(model_dir, data, tmp_path / "whole"))
+    rows = read_metrics(whole)
+    for key in ("turns_mean", "tool_calls_mean", "tool_error_rate", "episode_truncated_frac"):
+        assert all(key in r for r in rows), key
+    cut = tmp_path / "cut"
+    train(config(model_dir, data, cut))
+    shutil.rmtree(cut / "checkpoint-4")
+    (cut / "metrics.jsonl").write_text("\n".join((cut / "metrics.jsonl").read_text().splitlines()[:3]) + "\n")
+    train(config(model_dir, data, cut), resume=True)  # the run died during step 4, with its episodes live
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING} for r in rs]
+    assert strip(read_metrics(cut)) == strip(rows)
+    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_teacher_transcripts_label_only_the_model_turns():
+    model, tok = build_tiny_model(TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), seed=0)
+    tok.chat_template = AGENT_TEMPLATE
+    tasks = [Task([{"role": "user", "content": "123*45"}], "5535", "a", env="tools", env_options=ENV_OPTIONS)]
+    (ids, labels), = transcripts(tok, tasks, seed=0, tool_share=1.0)
+    assert tok.decode(ids) == "<s>Q:123*45\nA:```calc\n123*45\n```</s>T:5535\nA:5535</s>"
+    assert tok.decode([t for t in labels if t != -100]) == "```calc\n123*45\n```</s>5535</s>"
+    (ids, labels), = transcripts(tok, tasks, seed=0, tool_share=0.0)
+    assert tok.decode(ids) == "<s>Q:123*45\nA:5535</s>"
+    assert Teacher(tok, 0, 1.0).reply("<s>Q:1*2\nA:") == "```calc\n1*2\n```"
+
+
+def test_evaluation_reports_turns_tool_calls_and_error_rate(tmp_path):
+    model, tok = build_tiny_model(TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), seed=0)
+    tok.chat_template = AGENT_TEMPLATE
+    tasks = [Task(r["prompt"], r["reference"], r["id"], env="tools", env_options=ENV_OPTIONS) for r in ROWS[:3]]
+    engine = build_engine("hf", model, tok)
+    teacher = Teacher(tok, 0, 1.0)
+    for name, eng, turns, calls in [("random", engine, None, None), ("teacher", teacher, 2.0, 1.0)]:
+        summary = evaluate_tasks(eng, tok, tasks, Scoring("exact"), samples=2, ks=[1], temperature=1.0,
+                                 max_new_tokens=40, out=tmp_path / f"{name}.json")
+        for key in ("turns", "tool_calls", "tool_error_rate"):
+            assert key in summary
+        if turns is not None:
+            assert summary["turns"]["value"] == turns and summary["tool_calls"]["value"] == calls
+            assert summary["tool_error_rate"]["value"] == 0.0 and summary["pass@1"]["value"] == 1.0
