@@ -3,7 +3,6 @@ that answers each prompt with text chosen by a function, for tests of multi-turn
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import torch
@@ -77,12 +76,23 @@ class ScriptedEngine:
                             torch.arange(len(prompts)).repeat_interleave(params.n))
 
 
-def slow_tool(seconds: float) -> str:
-    """Sleep, then answer (a tool that outlives its deadline)."""
-    time.sleep(seconds)
-    return "awake"
+class DoubleCheckEnv:
+    """A stand-in written to the verifiers package's MultiTurnEnv protocol (async is_completed, env_response
+    returning (messages, state)): asks "Are you sure?" once, then the episode is complete."""
+
+    system_prompt = "Answer briefly."
+    max_turns = 5
+    oai_tools = [{"type": "function", "function": {"name": "noop", "description": "", "parameters": {}}}]
+
+    def setup_state(self, state):
+        return {**state, "asked": False}
+
+    async def is_completed(self, messages, state, **kwargs):
+        return state["asked"]
+
+    def env_response(self, messages, state, **kwargs):
+        return [{"role": "user", "content": "Are you sure?"}], {**state, "asked": True}
 
 
-def failing_tool(x: int) -> str:
-    """Always raises."""
-    raise RuntimeError(f"no luck with {x}")
+def load_environment(**kwargs):
+    return DoubleCheckEnv()

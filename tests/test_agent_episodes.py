@@ -79,7 +79,7 @@ def test_tool_timeout_is_an_observation_and_a_tool_error():
     env_task = Task("wake up", "awake", "t", env="tools", env_options={
         "tools": [{"tool": "slow", "seconds": 0.5}], "tool_format": "hermes", "tool_error_penalty": -0.5})
     from rlvr.envs import function_tool, register_tool, unregister_tool
-    from agent_fixtures import slow_tool
+    from agent_tools import slow_tool
 
     register_tool("slow")(lambda seconds: function_tool(slow_tool, name="slow", timeout_s=seconds))
     try:

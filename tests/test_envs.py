@@ -6,6 +6,8 @@ from rlvr.envs import (CallError, ToolEnv, calculate, env_names, function_tool, 
 from rlvr.envs.parsers import ToolCall
 from rlvr.tasks import Task
 
+from agent_tools import population
+
 
 @pytest.mark.parametrize("fmt,text,name,args", [
     ("hermes", 'ok <tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>', "calculator",
@@ -54,13 +56,6 @@ def test_calculator_refuses_what_it_cannot_bound(expr, message):
         calculate(expr)
 
 
-def population(city: str, year: int = 2024) -> str:
-    """Population of a city.
-
-    More text."""
-    return f"{city}:{year}"
-
-
 def test_function_tool_schema_and_argument_checks():
     tool = function_tool(population, isolation="inline")
     assert tool.schema() == {"type": "function", "function": {
@@ -76,7 +71,7 @@ def test_function_tool_schema_and_argument_checks():
 
 
 def test_process_tools_run_supervised_with_a_deadline():
-    from agent_fixtures import failing_tool, slow_tool
+    from agent_tools import failing_tool, slow_tool
 
     slow = function_tool(slow_tool, timeout_s=0.5)
     result = slow.run(ToolCall("slow_tool", {"seconds": 30}))
@@ -110,5 +105,5 @@ def test_registry_names_and_errors():
         make_env("tools", tool_format="xml")
     with pytest.raises(ValueError, match="bad env_options"):
         make_env("single_turn", tools=[])
-    assert make_env("tools", tools=["agent_fixtures:failing_tool"]).by_name["failing_tool"].isolation == "process"
+    assert make_env("tools", tools=["agent_tools:failing_tool"]).by_name["failing_tool"].isolation == "process"
     assert isinstance(CallError("x"), CallError)

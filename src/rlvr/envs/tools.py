@@ -82,6 +82,8 @@ class Tool:
         if self.isolation == "inline":
             try:
                 return self._cap(str(self.fn(**args, **self.options)))
+            except TimeoutError as exc:
+                return ToolResult(f"error: {exc}", error=True, timeout=True)
             except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's observation
                 return ToolResult(f"error: {type(exc).__name__}: {exc}", error=True)
         return self._run_supervised(args)
