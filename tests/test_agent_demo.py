@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-from rlvr.demo_agent import run_agent_demo
+from rlvr.demo.agent import run_agent_demo
 
 LAST_LINE = re.compile(r"^demo: pass@1 before=\d+\.\d% after=\d+\.\d% on \d+ held-out tasks \(agent\)$")
 

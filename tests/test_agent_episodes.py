@@ -136,3 +136,15 @@ def test_single_turn_tasks_are_the_trivial_environment():
     assert torch.equal(direct.batch.response_ids[:, :width], run.batch.response_ids)
     assert torch.equal(run.batch.loss_mask, run.batch.response_mask)
     assert direct.responses == run.answers and direct.batch.group_index.tolist() == run.batch.group_index.tolist()
+
+
+def test_prompt_policy_applies_to_the_first_prompt():
+    from rlvr.rollout.episodes import PromptPolicy, PromptTooLong
+
+    tok = qwen_style_tokenizer()
+    engine = ScriptedEngine(tok, call_then_answer("<tool_response>", HERMES_CALL))
+    run = run_episodes(engine, tok, [task("hermes")], SamplingParams(n=2, max_new_tokens=200),
+                       PromptPolicy(max_tokens=30, overflow="truncate_left"))
+    assert run.metrics == {"prompt_truncated_frac": 1.0} and run.batch.prompt_ids.shape[1] == 30
+    with pytest.raises(PromptTooLong, match="task t1"):
+        run_episodes(engine, tok, [task("hermes")], SamplingParams(n=1, max_new_tokens=200), PromptPolicy(max_tokens=30))

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rlvr.config import config_from_dict
-from rlvr.demo_agent import AGENT_TEMPLATE, ENV_OPTIONS, Teacher, transcripts
+from rlvr.demo.agent import AGENT_TEMPLATE, ENV_OPTIONS, Teacher, transcripts
 from rlvr.eval import evaluate_tasks
 from rlvr.jsonl import write_jsonl
 from rlvr.models import TinySpec, build_tiny_model
@@ -95,3 +95,26 @@ def test_evaluation_reports_turns_tool_calls_and_error_rate(tmp_path):
         if turns is not None:
             assert summary["turns"]["value"] == turns and summary["tool_calls"]["value"] == calls
             assert summary["tool_error_rate"]["value"] == 0.0 and summary["pass@1"]["value"] == 1.0
+
+
+def test_engine_logprobs_of_model_turns_match_the_trainer_forward():
+    """The trainer sees each episode's tokens where the engine sampled them: on every loss position the trainer's
+    log-prob equals the engine's (turns after the first included)."""
+    from rlvr.rollout.agent import run_episodes
+    from rlvr.rollout.base import SamplingParams
+    from rlvr.train.policy import policy_forward
+
+    model, tok = build_tiny_model(TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), seed=0)
+    tok.chat_template = AGENT_TEMPLATE
+    # an environment that always asks a second question (a verifiers-style MultiTurnEnv, tests/agent_fixtures.py)
+    tasks = [Task(r["prompt"], r["reference"], r["id"], env="verifiers",
+                  env_options={"load": "agent_fixtures", "max_turn_tokens": 10}) for r in ROWS[:3]]
+    torch.manual_seed(0)
+    run = run_episodes(build_engine("hf", model, tok), tok, tasks, SamplingParams(n=16, max_new_tokens=60))
+    b = run.batch
+    assert max(s["turns"] for s in run.stats) >= 2  # several turns happened
+    with torch.no_grad():
+        logp = policy_forward(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.response_mask).logp
+    loss = b.loss_mask.bool()
+    assert torch.allclose(logp[loss], b.logprobs[loss], atol=1e-4)
+    assert (b.logprobs[~loss] == 0).all()

@@ -105,5 +105,7 @@ def test_registry_names_and_errors():
         make_env("tools", tool_format="xml")
     with pytest.raises(ValueError, match="bad env_options"):
         make_env("single_turn", tools=[])
+    with pytest.raises(ValueError, match=r"environment 'tools': bad env_options \['max_turn'\]"):
+        make_env("tools", max_turn=3)
     assert make_env("tools", tools=["agent_tools:failing_tool"]).by_name["failing_tool"].isolation == "process"
     assert isinstance(CallError("x"), CallError)

@@ -13,7 +13,7 @@ from rlvr import __version__
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     if args.agent:
-        from rlvr.demo_agent import run_agent_demo
+        from rlvr.demo.agent import run_agent_demo
 
         run_agent_demo(Path(args.out), seed=args.seed, progress=not args.quiet, overrides=args.overrides)
         return 0

@@ -99,6 +99,4 @@ class VerifiersEnv(Environment):
         return Step(observations=[dict(m) for m in observations])
 
 
-@register_env("verifiers")
-def _build_verifiers_env(**options: Any) -> VerifiersEnv:
-    return VerifiersEnv(**options)
+register_env("verifiers")(VerifiersEnv)

@@ -10,6 +10,7 @@ and its options (``env_options``), like verifiers' ``load_environment``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 from rlvr.algos.registry import Registry
@@ -35,9 +36,12 @@ def make_env(name: str | None, **options: Any) -> Environment:
     option the factory does not take raises one naming it."""
     factory = _REGISTRY.get(name or SINGLE_TURN)
     try:
-        env = factory(**options)
+        inspect.signature(factory).bind(**options)
     except TypeError as exc:
         raise ValueError(f"environment {name!r}: bad env_options {sorted(options)}: {exc}") from None
+    except ValueError:  # a factory without a signature (some builtins): let the call itself complain
+        pass
+    env = factory(**options)
     for method in ("reset", "step"):
         if not callable(getattr(env, method, None)):
             raise TypeError(f"environment {name!r} has no {method}() method (see rlvr.envs.Environment)")

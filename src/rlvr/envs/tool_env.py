@@ -8,6 +8,7 @@ Reward parts per turn: ``format`` (``format_penalty`` per call the parser could 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from rlvr.algos.registry import Registry
@@ -51,7 +52,7 @@ def resolve_tool(spec: str | dict[str, Any] | Tool) -> Tool:
 
 
 class ToolEnv(Environment):
-    def __init__(self, tools: list[Any] = (), *, tool_format: str = "hermes", max_turns: int = 4,
+    def __init__(self, tools: Sequence[Any] = (), *, tool_format: str = "hermes", max_turns: int = 4,
                  max_turn_tokens: int = 0, system_prompt: str | None = None, format_penalty: float = 0.0,
                  tool_error_penalty: float = 0.0):
         if tool_format not in format_names():
@@ -96,6 +97,4 @@ class ToolEnv(Environment):
         return Step(observations, rewards, done=False, info=info)
 
 
-@register_env("tools")
-def _build_tool_env(**options: Any) -> ToolEnv:
-    return ToolEnv(**options)
+register_env("tools")(ToolEnv)

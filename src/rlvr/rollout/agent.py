@@ -14,7 +14,8 @@ the chat template's rendering of the new messages, cut where the rendering of th
 
 Limits: ``params.max_new_tokens`` is the episode's budget of response tokens (model and environment); an
 environment's ``limits`` bound its turns and each turn's tokens. A turn that runs out of tokens (mid-call included)
-ends the episode as truncated, without running what it started.
+ends the episode as truncated, without running what it started. A turn ends at the model's EOS (``rollout.stop``
+strings apply to single-turn tasks only); ``rollout.max_prompt_tokens`` applies to the first prompt.
 """
 
 from __future__ import annotations
@@ -140,13 +141,13 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
         for row, (ep, limit) in enumerate(zip(live, allowed)):
             length = int(out.response_mask[row].sum())
             ids = out.response_ids[row, :length].tolist()
-            cut = length > limit
+            over = length > limit
             ids = ids[:limit]
             ep.add(ids, True, out.logprobs[row, :len(ids)].tolist(),
                    out.entropy[row, :len(ids)].tolist() if out.entropy is not None else None)
             ep.stats["turns"] += 1
             text = tokenizer.decode(ids, skip_special_tokens=True)
-            if cut or bool(out.truncated[row]):
+            if over or bool(out.truncated[row]):
                 ep.finish(text, truncated=True)
                 continue
             step = ep.env.step(text)

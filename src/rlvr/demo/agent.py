@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
-from rlvr import demo
-from rlvr.demo import MODEL, heldout_pass_at_1, rl_config, rl_phase, write_results
+from rlvr.demo import MODEL, DemoResult, heldout_pass_at_1, rl_config, rl_phase, write_results
+from rlvr.demo import RL_CONFIG as SINGLE_TURN_RL
 from rlvr.jsonl import write_jsonl
 from rlvr.models import build_tiny_model
 from rlvr.progress import progress_bar
@@ -51,18 +51,19 @@ SFT_TOOL_SHARE = 0.25  # the teacher calls the calculator this often; otherwise 
 SFT_STEPS = 400
 SFT_BATCH = 64
 SFT_LR = 1e-3
+THREADS = 1  # a model this small gains nothing from more, and one thread gives the same numbers on any machine
 
 # The RL phase: the single-turn demo's algorithm, in the calculator environment (data.train is set per run).
 RL_CONFIG: dict[str, Any] = {
-    **demo.RL_CONFIG,
+    **SINGLE_TURN_RL,
     "data": {"verifier": "exact", "prompts_per_step": 16, "env": "tools", "env_options": ENV_OPTIONS},
     "rollout": {"group_size": 8, "max_new_tokens": 48, "temperature": 1.0},
-    "train": {"steps": 60, "lr": 5e-4, "max_grad_norm": 1.0, "save_every": 0},
+    "train": {"steps": 60, "lr": 5e-4, "max_grad_norm": 1.0, "save_every": 0, "threads": THREADS},
 }
 
 
 @dataclass
-class AgentDemoResult(demo.DemoResult):
+class AgentDemoResult(DemoResult):
     after_without_tools: float = 0.0  # the trained model's pass@1 when the environment offers no tools
 
 
@@ -160,6 +161,7 @@ def run_agent_demo(out: Path, *, seed: int = 0, progress: bool = True, sft_steps
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
+    torch.set_num_threads(THREADS)
     seed_everything(seed)
 
     model, tokenizer = build_tiny_model(MODEL, seed=seed)
