@@ -4,6 +4,8 @@ and tool error rates."""
 
 import shutil
 
+import pytest
+
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -118,3 +120,34 @@ def test_engine_logprobs_of_model_turns_match_the_trainer_forward():
     loss = b.loss_mask.bool()
     assert torch.allclose(logp[loss], b.logprobs[loss], atol=1e-4)
     assert (b.logprobs[~loss] == 0).all()
+
+
+def test_dynamic_sampling_keeps_episode_stats_and_env_parts():
+    """DAPO dynamic sampling over episodes: the kept groups carry their episode stats and reward parts."""
+    from itertools import count
+
+    from agent_fixtures import ScriptedEngine, qwen_style_tokenizer
+
+    from rlvr.rollout.base import SamplingParams
+    from rlvr.tasks import PromptSampler
+    from rlvr.train.rollouts import collect_rollouts
+
+    tok = qwen_style_tokenizer()
+    calls = count()
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+    # every other first turn is a malformed call; every third answer is right
+    script = lambda text: ("2146" if next(calls) % 3 == 0 else "0") if "<tool_response>" in text else (
+        call if next(calls) % 2 else "<tool_call>{oops</tool_call>")
+    tasks = [Task([{"role": "user", "content": f"q{i}"}], "2146", f"t{i}", env="tools",
+                  env_options={"tools": ["calculator"], "tool_format": "hermes", "format_penalty": -0.5})
+             for i in range(4)]
+    samples, metrics = collect_rollouts(ScriptedEngine(tok, script), tok, PromptSampler(tasks, seed=0),
+                                        SamplingParams(n=3, max_new_tokens=200), Scoring("exact"), prompts=2,
+                                        dynamic_sampling=True, max_rounds=3)
+    assert len(samples.episodes) == len(samples.rewards) == samples.batch.size
+    assert len(samples.components["env/format"]) == samples.batch.size
+    for stats, parts_value, reward, verdict in zip(samples.episodes, samples.components["env/format"],
+                                                   samples.rewards, samples.verdicts):
+        assert parts_value == -0.5 * stats["malformed_calls"]
+        assert reward == pytest.approx(verdict.score + parts_value)
+    assert metrics["informative_groups"] == 2 and "turns_mean" in metrics  # the merged path ran
