@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rlvr.config import config_from_dict
-from rlvr.demo.agent import AGENT_TEMPLATE, ENV_OPTIONS, Teacher, transcripts
+from rlvr.demo.agent import AGENT_TEMPLATE, ENV_OPTIONS, Teacher, sft_transcripts, transcripts
 from rlvr.eval import evaluate_tasks
 from rlvr.jsonl import write_jsonl
 from rlvr.models import TinySpec, build_tiny_model
@@ -25,9 +25,16 @@ ROWS = [{"id": f"m{i}", "prompt": [{"role": "user", "content": f"{a}*{b}"}], "re
         for i, (a, b) in enumerate([(123, 45), (678, 12), (305, 99), (111, 11), (250, 40), (999, 98)])]
 
 
-def agent_model_dir(path):
+def agent_model_dir(path, sft_steps=0):
+    """A tiny model with the agent chat template, warm-started on ``sft_steps`` batches of teacher transcripts."""
     model, tok = build_tiny_model(TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64), seed=0)
     tok.chat_template = AGENT_TEMPLATE
+    if sft_steps:
+        torch.set_num_threads(1)
+        tasks = [Task([{"role": "user", "content": f"{a}*{b}"}], str(a * b), f"s{a}{b}", env="tools",
+                      env_options=ENV_OPTIONS) for a in range(100, 140) for b in range(10, 15)]
+        sft_transcripts(model, tok, transcripts(tok, tasks, seed=0, tool_share=0.7), steps=sft_steps, batch_size=16,
+                        lr=3e-3, seed=0, progress=False)
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
@@ -39,7 +46,8 @@ def config(model_dir, data, out, **train_keys):
         "data": {"train": str(data), "verifier": "exact", "prompts_per_step": 2, "env": "tools",
                  "env_options": {**ENV_OPTIONS, "format_penalty": -0.1}},
         "rollout": {"group_size": 3, "max_new_tokens": 40},
-        "train": {"steps": 4, "save_every": 2, "out": str(out), "seed": 0, "progress": False, "lr": 1e-3, **train_keys},
+        "train": {"steps": 2, "save_every": 1, "out": str(out), "seed": 0, "progress": False, "lr": 1e-3, "threads": 1,
+                  **train_keys},  # one thread: a model this small only loses time to more on a shared machine
     })
 
 
@@ -54,20 +62,21 @@ def test_data_env_reaches_tasks_and_rows_may_name_their_own(tmp_path):
 def test_agent_training_logs_episode_metrics_and_resumes_exactly(tmp_path):
     data = tmp_path / "d.jsonl"
     write_jsonl(data, ROWS)
-    model_dir = agent_model_dir(tmp_path / "model")
+    model_dir = agent_model_dir(tmp_path / "model", sft_steps=150)
     whole = train(config(model_dir, data, tmp_path / "whole"))
     rows = read_metrics(whole)
     for key in ("turns_mean", "tool_calls_mean", "tool_error_rate", "episode_truncated_frac"):
         assert all(key in r for r in rows), key
+    assert all(r["grad_norm"] > 0 for r in rows) and max(r["turns_mean"] for r in rows) > 1  # learning, multi-turn
     cut = tmp_path / "cut"
     train(config(model_dir, data, cut))
-    shutil.rmtree(cut / "checkpoint-4")
-    (cut / "metrics.jsonl").write_text("\n".join((cut / "metrics.jsonl").read_text().splitlines()[:3]) + "\n")
-    train(config(model_dir, data, cut), resume=True)  # the run died during step 4, with its episodes live
+    shutil.rmtree(cut / "checkpoint-2")
+    (cut / "metrics.jsonl").write_text((cut / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+    train(config(model_dir, data, cut), resume=True)  # the run died during step 2, with its episodes live
     strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING} for r in rs]
     assert strip(read_metrics(cut)) == strip(rows)
-    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
-    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
+    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-2").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-2").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -48,7 +48,7 @@ HELDOUT_TASKS = 300
 HELDOUT_PERCENT = 10
 SFT_TRANSCRIPTS = 3000
 SFT_TOOL_SHARE = 0.25  # the teacher calls the calculator this often; otherwise it answers in its head
-SFT_STEPS = 400
+SFT_STEPS = 300
 SFT_BATCH = 64
 SFT_LR = 1e-3
 THREADS = 1  # a model this small gains nothing from more, and one thread gives the same numbers on any machine
@@ -58,7 +58,7 @@ RL_CONFIG: dict[str, Any] = {
     **SINGLE_TURN_RL,
     "data": {"verifier": "exact", "prompts_per_step": 16, "env": "tools", "env_options": ENV_OPTIONS},
     "rollout": {"group_size": 8, "max_new_tokens": 48, "temperature": 1.0},
-    "train": {"steps": 60, "lr": 5e-4, "max_grad_norm": 1.0, "save_every": 0, "threads": THREADS},
+    "train": {"steps": 40, "lr": 5e-4, "max_grad_norm": 1.0, "save_every": 0, "threads": THREADS},
 }
 
 
