@@ -366,3 +366,11 @@ def test_save_config_round_trip(tmp_path):
     assert again == cfg
     assert config_from_dict(cfg.to_dict()) == cfg
     assert isinstance(again.train.lr, float) and again.train.lr == 3e-7
+
+
+def test_data_env_names_a_registered_environment():
+    cfg = load_config(None, ["data.env=tools", "data.env_options={tools: [calculator], max_turns: 2}"])
+    assert cfg.data.env == "tools" and cfg.data.env_options == {"tools": ["calculator"], "max_turns": 2}
+    assert load_config(None).data.env is None and load_config(None).data.env_options == {}
+    with pytest.raises(ConfigError, match=r"data.env: expected null or a registered environment: .*tools"):
+        load_config(None, ["data.env=toolz"])

@@ -75,3 +75,23 @@ def test_readme_names_every_config_key_a_user_sets():
     readme = (DOCS.parent / "README.md").read_text()
     missing = [key for key in _ALL_KEYS if f"`{key}`" not in readme]
     assert missing == []
+
+
+def test_agents_doc_tool_and_environment_examples_run(capsys):
+    from rlvr.envs import make_env, unregister_env, unregister_tool
+    from rlvr.tasks import Task
+
+    tool_block, env_block = python_blocks("agents.md")
+    try:
+        exec(tool_block, {"__name__": "__doc_example__"})
+        promised = tool_block.strip().splitlines()[-1].lstrip("# ")
+        assert capsys.readouterr().out.strip() == promised
+        exec(env_block, {"__name__": "__doc_example__"})
+        env = make_env("guess")
+        env.reset(Task("", "42", "t"))
+        assert env.step("50").observations == [{"role": "user", "content": "lower"}]
+        assert env.step("x").rewards == {"format": -0.1}
+        assert env.step("42").done
+    finally:
+        unregister_tool("population")
+        unregister_env("guess")

@@ -12,6 +12,11 @@ from rlvr import __version__
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.agent:
+        from rlvr.demo.agent import run_agent_demo
+
+        run_agent_demo(Path(args.out), seed=args.seed, progress=not args.quiet, overrides=args.overrides)
+        return 0
     from rlvr.demo import run_demo
 
     run_demo(Path(args.out), seed=args.seed, progress=not args.quiet, overrides=args.overrides)
@@ -233,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo_out", help="directory for the models, run and report (default: demo_out)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.add_argument("--agent", action="store_true",
+                      help="the agent demo: a tiny model learns by RL to use a calculator tool (docs/agents.md)")
     demo.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                       help="changes to the RL phase's config, e.g. rollout.engine=NAME (the held-out evaluations use it too)")
     demo.set_defaults(func=_cmd_demo)

@@ -51,6 +51,9 @@ class DataConfig:
     completion_field: str = "completion"  # row field holding the target response (rlvr sft)
     curriculum: str = "none"  # none, or rules joined by "+": filter, band, replay (docs/data.md)
     curriculum_options: dict = field(default_factory=dict)  # e.g. {skip_after: 2, band_low: 0.2, replay_frac: 0.25}
+    # agents (docs/agents.md): the environment of rows that name none, and its options (tools, tool_format, max_turns)
+    env: str | None = None  # a registered environment (rlvr.envs); None = single_turn
+    env_options: dict = field(default_factory=dict)  # e.g. {tools: [calculator], tool_format: fenced, max_turns: 3}
 
 
 @dataclass
@@ -174,6 +177,12 @@ def _engine_names() -> list[str]:
     return engine_names()
 
 
+def _env_names() -> list[str]:
+    from rlvr.envs import env_names
+
+    return env_names()
+
+
 def _one_of(*choices: str) -> tuple[Callable[[Any], bool], str]:
     return choices.__contains__, "one of " + ", ".join(choices)
 
@@ -190,6 +199,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "data.eval_size": (lambda v: v >= 0, ">= 0 (0 = all eval rows)"),
     "data.curriculum": (re.compile(r"none|(filter|band|replay)(\+(filter|band|replay))*").fullmatch,
                         "none, or filter, band and replay joined by '+' (e.g. filter+replay)"),
+    "data.env": (lambda v: v in _env_names(), lambda: "null or a registered environment: " + ", ".join(_env_names())),
     "rollout.engine": (lambda v: v in _engine_names(), lambda: "a registered engine: " + ", ".join(_engine_names())),
     "rollout.group_size": (lambda v: v >= 1, ">= 1"),
     "rollout.max_new_tokens": (lambda v: v >= 1, ">= 1"),

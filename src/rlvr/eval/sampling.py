@@ -20,6 +20,7 @@ class TaskResult:
     verdicts: list[Verdict]
     lengths: list[int] = field(default_factory=list)  # response tokens, EOS included
     task: Task | None = None
+    episodes: list[dict[str, int]] | None = None  # per sample of an environment's episodes: turns, tool_calls, ...
 
     @property
     def n_correct(self) -> int:
@@ -50,7 +51,8 @@ def sample_tasks(
         for i, t in enumerate(chunk):
             rows = slice(i * samples, (i + 1) * samples)
             results.append(TaskResult(t.id, scored.responses[rows], scored.verdicts[rows],
-                                      [int(n) for n in lengths[rows]], t))
+                                      [int(n) for n in lengths[rows]], t,
+                                      scored.episodes[rows] if scored.episodes is not None else None))
         if on_chunk is not None:
             on_chunk(len(chunk))
     return results

@@ -3,6 +3,9 @@
 
     {"pass@1": {"value": 0.52, "ci95": [0.48, 0.56]}, "pass@4": {...}, "maj@4": {...},
      "reward_mean": {...}, "response_length": {...}, "n_tasks": 500, "samples_per_task": 4, ...}
+
+Tasks run in an environment add, per task and in the summary: "turns" (assistant turns per episode), "tool_calls"
+(per episode) and "tool_error_rate" (failed calls over calls; 0 for a task without calls).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, se
             **{f"maj@{k}": maj[k] for k in ks},
             "reward_mean": sum(v.score for v in r.verdicts) / n,
             "response_length": sum(r.lengths) / n if r.lengths else 0.0,
+            **(episode_stats(r.episodes) if r.episodes is not None else {}),
             "samples": [
                 {"response": text, "score": v.score, "status": v.status.value, "reason": v.reason,
                  "extracted": v.extracted, "length": length}
@@ -43,6 +47,16 @@ def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, se
             ],
         })
     return rows
+
+
+def episode_stats(episodes: list[dict[str, int]]) -> dict[str, float]:
+    """A task's agent metrics over its episodes: mean turns and tool calls, and the share of calls that failed."""
+    n, calls = len(episodes), sum(e["tool_calls"] for e in episodes)
+    return {"turns": sum(e["turns"] for e in episodes) / n, "tool_calls": calls / n,
+            "tool_error_rate": sum(e["tool_errors"] for e in episodes) / calls if calls else 0.0}
+
+
+AGENT_STATS = ("turns", "tool_calls", "tool_error_rate")
 
 
 def summarize(rows: list[dict[str, Any]], ks: Sequence[int], *, seed: int = 0) -> dict[str, Any]:
@@ -55,6 +69,9 @@ def summarize(rows: list[dict[str, Any]], ks: Sequence[int], *, seed: int = 0) -
         summary[f"maj@{k}"] = _stat([row[f"maj@{k}"] for row in rows], seed)
     summary["reward_mean"] = _stat([row["reward_mean"] for row in rows], seed)
     summary["response_length"] = _stat([row["response_length"] for row in rows], seed)
+    for name in AGENT_STATS:
+        if all(name in row for row in rows):
+            summary[name] = _stat([row[name] for row in rows], seed)
     summary["n_tasks"] = len(rows)
     summary["samples_per_task"] = rows[0]["n"]
     return summary

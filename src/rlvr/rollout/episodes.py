@@ -7,6 +7,10 @@
 A task is scored by its own verifier (a data row may name one) or ``Scoring.verifier``, with the options of both;
 with a composed reward (``reward.terms``) every verifier term is scored and the terms are combined by
 rlvr.verifiers.compose. Every request carries the task's prompt and ``meta`` for rewards that need them.
+
+Tasks that name an environment (``Task.env``) run as episodes (rlvr.rollout.agent): the verifier scores each
+episode's answer and the environment's per-turn reward parts are added to the reward (components ``env/<part>``).
+A single-turn task is the trivial environment's one-turn episode, generated here in one call.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any
 
 import torch
 
+from rlvr.envs import SINGLE_TURN
 from rlvr.models import encode_prompt
+from rlvr.rollout.agent import EpisodeRun, run_episodes
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
@@ -60,11 +66,13 @@ class ScoredSamples:
     rewards: list[float]  # the composed reward (the task verifier's score without reward.terms)
     components: dict[str, list[float]] = field(default_factory=dict)  # each composed term's (gated) score
     metrics: dict[str, float] = field(default_factory=dict)  # prompt_truncated_frac, stopped_frac
+    episodes: list[dict[str, int]] | None = None  # per row of an episode run: turns, tool_calls, tool_errors, ...
 
     def select(self, rows: list[int], batch: RolloutBatch) -> ScoredSamples:
         return ScoredSamples(batch, [self.tasks[i] for i in rows], [self.responses[i] for i in rows],
                              [self.verdicts[i] for i in rows], [self.rewards[i] for i in rows],
-                             {k: [v[i] for i in rows] for k, v in self.components.items()})
+                             {k: [v[i] for i in rows] for k, v in self.components.items()},
+                             episodes=[self.episodes[i] for i in rows] if self.episodes is not None else None)
 
 
 def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None) -> list[ScoreRequest]:
@@ -134,15 +142,48 @@ def cut_at_stop(batch: RolloutBatch, tokenizer, responses: list[str], stop: tupl
 
 def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], params: SamplingParams, scoring: Scoring,
                        *, step: int = 0, prompts: PromptPolicy | None = None) -> ScoredSamples:
-    """``params.n`` samples per task from the engine, decoded and scored."""
+    """``params.n`` samples per task from the engine, decoded and scored; tasks with an environment run as
+    episodes (module docstring)."""
     policy = prompts or PromptPolicy()
+    if any(t.env not in (None, SINGLE_TURN) for t in tasks):
+        return score_episodes(run_episodes(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
     encoded, truncated = fit_prompts([encode_prompt(tokenizer, t.prompt) for t in tasks], tasks, policy)
     with torch.no_grad():  # not inference_mode: the batch's tensors are trained on and edited afterwards
         batch = engine.generate(encoded, params)
     responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
     stopped = cut_at_stop(batch, tokenizer, responses, policy.stop)
     metrics = {"prompt_truncated_frac": truncated / max(len(tasks), 1), "stopped_frac": stopped / max(len(responses), 1)}
-    row_tasks = [t for t in tasks for _ in range(params.n)]
+    return score_samples(batch, [t for t in tasks for _ in range(params.n)], responses, params, scoring, step, metrics)
+
+
+def score_episodes(run: EpisodeRun, tasks: list[Task], params: SamplingParams, scoring: Scoring, step: int) -> ScoredSamples:
+    """Scored samples of an episode run: the verifier's reward of each answer plus the environment's reward parts."""
+    samples = score_samples(run.batch, [t for t in tasks for _ in range(params.n)], run.answers, params, scoring, step,
+                            dict(run.metrics))
+    names = sorted({name for parts in run.parts for name in parts})
+    for name in names:
+        values = [parts.get(name, 0.0) for parts in run.parts]
+        samples.components[f"env/{name}"] = values
+        samples.rewards = [r + v for r, v in zip(samples.rewards, values)]
+    samples.episodes = run.stats
+    samples.metrics.update(episode_metrics(run.stats))
+    return samples
+
+
+def episode_metrics(stats: list[dict[str, int]]) -> dict[str, float]:
+    """Means over episodes: turns, tool calls, truncation; the tool error rate is per call."""
+    if not stats:
+        return {}
+    n = len(stats)
+    calls = sum(s["tool_calls"] for s in stats)
+    return {"turns_mean": sum(s["turns"] for s in stats) / n, "tool_calls_mean": calls / n,
+            "tool_error_rate": sum(s["tool_errors"] for s in stats) / max(calls, 1),
+            "malformed_calls_mean": sum(s["malformed_calls"] for s in stats) / n,
+            "episode_truncated_frac": sum(s["truncated"] for s in stats) / n}
+
+
+def score_samples(batch: RolloutBatch, row_tasks: list[Task], responses: list[str], params: SamplingParams,
+                  scoring: Scoring, step: int, metrics: dict[str, float]) -> ScoredSamples:
     spec = scoring.spec
     if spec is None:
         verdicts = score(row_tasks, responses, scoring)

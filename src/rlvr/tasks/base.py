@@ -16,6 +16,8 @@ class Task:
     verifier: str | None = None
     verifier_options: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    env: str | None = None  # the environment the task runs in (rlvr.envs; None = single_turn)
+    env_options: dict[str, Any] = field(default_factory=dict)  # the environment's options (tools, max_turns, ...)
 
 
 class DataError(ValueError):

@@ -134,7 +134,14 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     if meta is not None and not isinstance(meta, dict):
         raise fail("meta", f"got {_kind(meta)} (expected an object)")
 
-    known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta"}
+    env = row.get("env")
+    if env is not None and (not isinstance(env, str) or not env.strip()):
+        raise fail("env", f"got {_kind(env)} (expected an environment name)")
+    env_options = row.get("env_options")
+    if env_options is not None and not isinstance(env_options, dict):
+        raise fail("env_options", f"got {_kind(env_options)} (expected an object of options)")
+
+    known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options"}
     extra = {key: value for key, value in row.items() if key not in known}
     return Task(
         prompt=prompt,
@@ -143,6 +150,8 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
         verifier=verifier,
         verifier_options=options or {},
         meta={**extra, **(meta or {})},
+        env=env,
+        env_options=env_options or {},
     )
 
 

@@ -108,12 +108,21 @@ def load_tasks(
 
 
 def load_data(data: Any, split: str = "train") -> list[Task]:
-    """Tasks of ``data.train`` or ``data.eval`` (a DataConfig), with its field names, template and system prompt."""
+    """Tasks of ``data.train`` or ``data.eval`` (a DataConfig), with its field names, template and system prompt;
+    tasks that name no environment get ``data.env`` and its ``data.env_options`` (a task's own options win)."""
     spec = getattr(data, split)
     if not spec:
         raise DataError(f"data.{split} is not set")
-    return load_tasks(spec, prompt_field=data.prompt_field, reference_field=data.reference_field,
-                      template=getattr(data, "prompt_template", None), system_prompt=getattr(data, "system_prompt", None))
+    tasks = load_tasks(spec, prompt_field=data.prompt_field, reference_field=data.reference_field,
+                       template=getattr(data, "prompt_template", None), system_prompt=getattr(data, "system_prompt", None))
+    return with_env(tasks, getattr(data, "env", None), getattr(data, "env_options", None) or {})
+
+
+def with_env(tasks: list[Task], env: str | None, options: dict[str, Any]) -> list[Task]:
+    """Tasks that name no environment run in ``env`` with ``options``; a task's own options override them."""
+    if not env:
+        return tasks
+    return [t if t.env else dataclasses.replace(t, env=env, env_options={**options, **t.env_options}) for t in tasks]
 
 
 def make_sampler(tasks: list[Task], data: Any, *, seed: int):

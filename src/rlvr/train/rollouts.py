@@ -1,5 +1,6 @@
 """One step's samples for training: prompts from the sampler through the shared generate-and-score path
-(rlvr.rollout.episodes), DAPO's dynamic sampling of informative groups, and ReMax's greedy baseline."""
+(rlvr.rollout.episodes; tasks that name an environment run there as multi-turn episodes), DAPO's dynamic sampling
+of informative groups, and ReMax's greedy baseline."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
     merged = ScoredSamples(
         concat_batches([r.batch for r in kept], tokenizer.pad_token_id),
         [t for r in kept for t in r.tasks], [x for r in kept for x in r.responses], [v for r in kept for v in r.verdicts],
-        [x for r in kept for x in r.rewards], {name: [x for r in kept for x in r.components[name]] for name in first.components},
+        [x for r in kept for x in r.rewards], {name: [x for r in kept for x in r.components.get(name, [0.0] * len(r.rewards))]
+         for name in dict.fromkeys(n for r in [first, *kept] for n in r.components)},
+        episodes=[x for r in kept for x in r.episodes] if all(r.episodes is not None for r in kept) else None,
     )
     return merged, metrics
 

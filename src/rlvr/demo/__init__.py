@@ -12,7 +12,7 @@ import copy
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +65,12 @@ def heldout_pass_at_1(model, tokenizer, tasks, cfg: Config, out: Path) -> float:
 
 
 def rl_config(warm: Path, out: Path, *, seed: int, progress: bool, rl_steps: int | None,
-              overrides: Sequence[str] = ()) -> Config:
-    """The RL phase's config: RL_CONFIG with the run's paths and seed, then ``overrides`` (dotted key=value)."""
-    tree = copy.deepcopy(RL_CONFIG)
+              overrides: Sequence[str] = (), base: dict[str, Any] | None = None) -> Config:
+    """The RL phase's config: ``base`` (default RL_CONFIG) with the run's paths and seed, then ``overrides``
+    (dotted key=value)."""
+    tree = copy.deepcopy(base or RL_CONFIG)
     tree["model"] = {"path": str(warm)}
-    tree["train"].update(steps=rl_steps or RL_CONFIG["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress,
+    tree["train"].update(steps=rl_steps or tree["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress,
                          overwrite=True)  # a demo run again replaces the previous one
     if not overrides:
         return config_from_dict(tree, source="demo")
@@ -106,25 +107,52 @@ def run_demo(
 
     sft(model, tokenizer, [(t.prompt, t.reference) for t in train_tasks],
         steps=sft_steps, batch_size=SFT_BATCH, lr=SFT_LR, seed=seed, progress=progress)
+    phase = rl_phase(model, tokenizer, heldout, out,
+                     lambda warm: rl_config(warm, out, seed=seed, progress=progress, rl_steps=rl_steps,
+                                            overrides=overrides))
+    result = DemoResult(phase.before, phase.after, len(heldout), time.perf_counter() - started, str(phase.final))
+    write_results(out, phase, result)
+    print(f"demo: pass@1 before={100 * result.before:.1f}% after={100 * result.after:.1f}% on {len(heldout)} held-out tasks")
+    return result
+
+
+@dataclass
+class RLPhase:
+    """What the RL phase of a demo leaves: held-out pass@1 before and after, the run, the trained model."""
+
+    before: float
+    after: float
+    cfg: Config
+    run_dir: Path
+    final: Path
+    heldout_dir: Path
+    model: Any
+    tokenizer: Any
+
+
+def rl_phase(model, tokenizer, heldout, out: Path, make_config: Callable[[Path], Config]) -> RLPhase:
+    """Save the warm-started model, evaluate it on the held-out tasks, train it with RL as ``make_config(warm)``
+    says, and evaluate the final checkpoint the same way."""
     warm = out / "sft-model"
     model.save_pretrained(warm)
     tokenizer.save_pretrained(warm)
-    cfg = rl_config(warm, out, seed=seed, progress=progress, rl_steps=rl_steps, overrides=overrides)
+    cfg = make_config(warm)
     heldout_dir = out / "heldout"
     before = heldout_pass_at_1(model, tokenizer, heldout, cfg, heldout_dir / "heldout-before-rl.json")
     print(f"demo: after the supervised warm start, held-out pass@1 = {100 * before:.1f}%")
-
     run_dir = train(cfg)
     final = run_dir / f"checkpoint-{cfg.train.steps}"
     trained, trained_tokenizer = load_model(final)
     after = heldout_pass_at_1(trained, trained_tokenizer, heldout, cfg, heldout_dir / "heldout-after-rl.json")
+    return RLPhase(before, after, cfg, run_dir, final, heldout_dir, trained, trained_tokenizer)
 
-    result = DemoResult(before, after, len(heldout), time.perf_counter() - started, str(final))
+
+def write_results(out: Path, phase: RLPhase, result: DemoResult) -> Path:
+    """result.json, the held-out evaluations copied into the run, and the run report (whose path is printed)."""
     (out / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-    (run_dir / "eval").mkdir(exist_ok=True)
-    for path in heldout_dir.iterdir():  # both held-out evaluations appear in the run's report
-        shutil.copy(path, run_dir / "eval" / path.name)
-    report = write_run_report(run_dir, out / "report")
-    print(f"demo: report {report}; final checkpoint {final}")
-    print(f"demo: pass@1 before={100 * before:.1f}% after={100 * after:.1f}% on {len(heldout)} held-out tasks")
-    return result
+    (phase.run_dir / "eval").mkdir(exist_ok=True)
+    for path in phase.heldout_dir.iterdir():  # the held-out evaluations appear in the run's report
+        shutil.copy(path, phase.run_dir / "eval" / path.name)
+    report = write_run_report(phase.run_dir, out / "report")
+    print(f"demo: report {report}; final checkpoint {phase.final}")
+    return report
