@@ -19,14 +19,14 @@ def run_query(query: str, *, db: str | None = None, schema: str | None = None, r
         raise ValueError(f"only one read query (SELECT or WITH) may run: {problem}")
     reference: dict[str, Any] = {"db": db} if db else {"schema": schema or "", "rows": rows or {}}
     try:
-        conn = sqlv._open(reference, None)
-    except sqlv._ReferenceError as exc:
+        conn = sqlv.open_database(reference, None)
+    except sqlv.ReferenceDataError as exc:
         raise RuntimeError(f"the database cannot be opened: {exc}") from None
-    guard = sqlv._Guard(max_steps)
+    guard = sqlv.QueryGuard(max_steps)
     conn.set_authorizer(guard.authorize)
     try:
-        found, _, cut = sqlv._run(conn, guard, query, max_rows)
-    except sqlv._QueryFailed as exc:
+        found, _, cut = sqlv.run_query(conn, guard, query, max_rows)
+    except sqlv.QueryFailed as exc:
         raise RuntimeError(str(exc)) from None
     finally:
         conn.close()

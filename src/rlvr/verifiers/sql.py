@@ -109,7 +109,7 @@ def extract_query(response: str) -> str:
 # ------------------------------------------------------------------------------------------------ execution
 
 
-class _Guard:
+class QueryGuard:
     """Authorizer (read-only) and progress handler (a VM step budget) for one connection."""
 
     def __init__(self, max_steps: int):
@@ -137,7 +137,7 @@ class _Guard:
         return 0
 
 
-class _ReferenceError(Exception):
+class ReferenceDataError(Exception):
     pass
 
 
@@ -145,16 +145,16 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _open(reference: dict[str, Any], db_dir: Any) -> sqlite3.Connection:
+def open_database(reference: dict[str, Any], db_dir: Any) -> sqlite3.Connection:
     if "db" in reference:
         db = reference["db"]
         if not isinstance(db, (str, Path)):
-            raise _ReferenceError("reference['db'] must be a path")
+            raise ReferenceDataError("reference['db'] must be a path")
         path = Path(db)
         if not path.is_absolute() and db_dir is not None:
             path = Path(db_dir) / path
         if not path.is_file():
-            raise _ReferenceError(f"database file not found: {str(path)[:300]}")
+            raise ReferenceDataError(f"database file not found: {str(path)[:300]}")
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     else:
         conn = sqlite3.connect(":memory:")
@@ -162,16 +162,16 @@ def _open(reference: dict[str, Any], db_dir: Any) -> sqlite3.Connection:
             conn.executescript(reference["schema"])
             for table, rows in (reference.get("rows") or {}).items():
                 if not isinstance(table, str) or not isinstance(rows, (list, tuple)):
-                    raise _ReferenceError("reference['rows'] must map table names to lists of rows")
+                    raise ReferenceDataError("reference['rows'] must map table names to lists of rows")
                 for row in rows:
                     if not isinstance(row, (list, tuple)):
-                        raise _ReferenceError(f"a row of {table!r} is not a list: {row!r}"[:300])
+                        raise ReferenceDataError(f"a row of {table!r} is not a list: {row!r}"[:300])
                     marks = ", ".join("?" * len(row))
                     conn.execute(f"INSERT INTO {_quote_ident(table)} VALUES ({marks})", tuple(row))
             conn.commit()
         except (sqlite3.Error, sqlite3.Warning, ValueError, TypeError, OverflowError) as exc:
             conn.close()
-            raise _ReferenceError(f"could not build the database: {type(exc).__name__}: {exc}"[:2000]) from None
+            raise ReferenceDataError(f"could not build the database: {type(exc).__name__}: {exc}"[:2000]) from None
         except BaseException:
             conn.close()
             raise
@@ -181,17 +181,17 @@ def _open(reference: dict[str, Any], db_dir: Any) -> sqlite3.Connection:
         conn.execute("PRAGMA query_only=ON")
     except sqlite3.Error as exc:
         conn.close()
-        raise _ReferenceError(f"could not read the database: {type(exc).__name__}: {exc}") from None
+        raise ReferenceDataError(f"could not read the database: {type(exc).__name__}: {exc}") from None
     return conn
 
 
-class _QueryFailed(Exception):
+class QueryFailed(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind  # "timeout", "not_a_query" or "query_error"
 
 
-def _run(conn: sqlite3.Connection, guard: _Guard, sql: str, max_rows: int) -> tuple[list[tuple], int, bool]:
+def run_query(conn: sqlite3.Connection, guard: QueryGuard, sql: str, max_rows: int) -> tuple[list[tuple], int, bool]:
     """(rows, column count, truncated) of one read query under the guard."""
     guard.reset()
     conn.set_progress_handler(guard.progress, guard.every)
@@ -207,10 +207,10 @@ def _run(conn: sqlite3.Connection, guard: _Guard, sql: str, max_rows: int) -> tu
         cur.close()
     except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError) as exc:
         if guard.exceeded:
-            raise _QueryFailed("timeout", "the query exceeded max_steps") from None
+            raise QueryFailed("timeout", "the query exceeded max_steps") from None
         if guard.denied:
-            raise _QueryFailed("not_a_query", f"not a read-only query: {guard.denied[0]}") from None
-        raise _QueryFailed("query_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
+            raise QueryFailed("not_a_query", f"not a read-only query: {guard.denied[0]}") from None
+        raise QueryFailed("query_error", f"{type(exc).__name__}: {exc}"[:2000]) from None
     finally:
         conn.set_progress_handler(None, 0)
     truncated = len(rows) > max_rows
@@ -285,18 +285,18 @@ def sql(
         return Verdict(0.0, Status.UNDECIDABLE, "no_query_found", extracted=extracted)
 
     try:
-        conn = _open(reference, db_dir)
-    except _ReferenceError as exc:
+        conn = open_database(reference, db_dir)
+    except ReferenceDataError as exc:
         return _error("bad_reference", str(exc))
     except sqlite3.Error as exc:
         return _error("bad_reference", f"could not open the database: {exc}")
     try:
-        guard = _Guard(max_steps)
+        guard = QueryGuard(max_steps)
         conn.set_authorizer(guard.authorize)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
         try:
-            gold_rows, gold_cols, gold_truncated = _run(conn, guard, reference["gold"], max_rows)
-        except _QueryFailed as exc:
+            gold_rows, gold_cols, gold_truncated = run_query(conn, guard, reference["gold"], max_rows)
+        except QueryFailed as exc:
             return _error("bad_reference", f"the gold query failed ({exc.kind}): {exc}")
         if gold_truncated:
             return _error("bad_reference", f"the gold query returns more than max_rows={max_rows} rows")
@@ -305,8 +305,8 @@ def sql(
         if problem is not None:
             return Verdict(0.0, Status.INCORRECT, "not_a_query", extracted=extracted, details={"error": problem})
         try:
-            pred_rows, pred_cols, pred_truncated = _run(conn, guard, predicted, max_rows)
-        except _QueryFailed as exc:
+            pred_rows, pred_cols, pred_truncated = run_query(conn, guard, predicted, max_rows)
+        except QueryFailed as exc:
             status = Status.TIMEOUT if exc.kind == "timeout" else Status.INCORRECT
             details = {"error": str(exc)}
             if exc.kind == "timeout":
