@@ -424,8 +424,11 @@ def test_no_worker_outlives_the_interpreter(tmp_path):
             closed.score([CallableRequest(rf.pid_verdict, str(i), None, {"delay": 0.2}) for i in range(4)])
         print("after-close", len(children()))
         left_open = RewardRunner(workers=2)
-        pids = {v.details["pid"] for v in left_open.score(
-            [CallableRequest(rf.pid_verdict, str(i), None, {"delay": 0.2}) for i in range(4)])}
+        pids, rounds = set(), 0
+        while len(pids) < 2 and rounds < 100:  # until both workers have served (the second may start late)
+            rounds += 1
+            pids |= {v.details["pid"] for v in left_open.score(
+                [CallableRequest(rf.pid_verdict, f"{rounds}-{i}", None, {"delay": 0.2}) for i in range(4)])}
         print("open", *sorted(pids))
         sys.stdout.flush()
         # exit without close(): the atexit hook must kill the workers
