@@ -22,6 +22,9 @@ def check_layout(cfg: Config) -> None:
             if value != single:
                 raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend runs one "
                                   f"engine in the main learner; use cluster.{key}={single} or cluster.backend=ray)")
+    if c.async_rollouts:
+        raise ConfigError("cluster.async_rollouts=1 is not available yet: rollouts and updates alternate; "
+                          "use cluster.async_rollouts=0")
     if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
         raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
                           "use cluster.learner_strategy=ddp")

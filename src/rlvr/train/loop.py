@@ -24,11 +24,11 @@ from rlvr.verifiers import Verdict
 
 
 def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None,
-          group: LearnerGroup = SINGLE) -> Path:
+          group: LearnerGroup = SINGLE, engine_factory: Callable[[Any, Any], Any] | None = None) -> Path:
     """Run RL training as configured; returns the run directory. ``resume`` continues from its newest checkpoint.
     With a learner ``group`` of several ranks (rlvr.cluster launches them) every rank runs this loop: the main rank
-    samples and writes, all ranks share the updates."""
-    run = TrainingRun(cfg, resume=resume, group=group)
+    samples and writes, all ranks share the updates; ``engine_factory`` replaces rollout.engine's engine."""
+    run = TrainingRun(cfg, resume=resume, group=group, engine_factory=engine_factory)
     with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress and group.is_main,
                       completed=run.first_step - 1) as bar:
         for step in range(run.first_step, cfg.train.steps + 1):

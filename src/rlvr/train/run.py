@@ -9,7 +9,7 @@ import math
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -169,9 +169,11 @@ class TrainingRun:
 
     With a learner ``group`` of several ranks (rlvr.train.group) every rank holds the model, the optimizer and the
     parts; the main rank alone holds the rollout engine and writes the run directory (metrics, manifest,
-    checkpoints)."""
+    checkpoints). ``engine_factory(model, tokenizer)`` builds the engine in place of ``rollout.engine``'s (the Ray
+    backend's pool of rollout workers)."""
 
-    def __init__(self, cfg: Config, *, resume: bool = False, group: LearnerGroup = SINGLE):
+    def __init__(self, cfg: Config, *, resume: bool = False, group: LearnerGroup = SINGLE,
+                 engine_factory: Callable[[Any, Any], Any] | None = None):
         self.cfg = cfg
         self.group = group
         self.dir = Path(cfg.train.out)
@@ -234,7 +236,8 @@ class TrainingRun:
             options = dict(cfg.rollout.engine_options)
             if cfg.rollout.batch_size:
                 options.setdefault("batch_size", cfg.rollout.batch_size)
-            self.engine = build_engine(cfg.rollout.engine, self.engine_model, self.tokenizer, **options)
+            build = engine_factory or (lambda model, tokenizer: build_engine(cfg.rollout.engine, model, tokenizer, **options))
+            self.engine = build(self.engine_model, self.tokenizer)
         self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
         self.optimizer = make_optimizer(trainable, cfg)
