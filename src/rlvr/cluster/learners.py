@@ -123,12 +123,21 @@ class TorchLearnerGroup(LearnerGroup):
         return engine_model
 
     def optimizer_state(self, model, optimizer) -> dict[str, Any]:
+        """The whole optimizer state in torch's own layout (parameters numbered in optimizer order), whatever the
+        strategy, so a checkpoint resumes in any layout."""
         if self.strategy == "ddp":  # every rank's optimizer holds the same state
             return optimizer.state_dict()
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-        return get_optimizer_state_dict(model, optimizer,
-                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if not full:  # gathered on the main rank only
+            return {}
+        number: dict[str, int] = {}
+        groups = []
+        for group in full["param_groups"]:
+            ids = [number.setdefault(name, len(number)) for name in group["params"]]
+            groups.append({**group, "params": ids})
+        return {"state": {number[name]: value for name, value in full["state"].items()}, "param_groups": groups}
 
     def load_optimizer_state(self, model, optimizer, state: dict[str, Any]) -> None:
         if self.strategy == "ddp":
@@ -136,7 +145,11 @@ class TorchLearnerGroup(LearnerGroup):
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
-        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+        names = {id(p): n for n, p in model.named_parameters()}
+        order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+        full = {"state": {order[i]: value for i, value in state["state"].items()},
+                "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in state["param_groups"]]}
+        set_optimizer_state_dict(model, optimizer, full, options=StateDictOptions(full_state_dict=True))
 
     def close(self) -> None:
         if not self._closed and dist.is_initialized():

@@ -49,3 +49,59 @@ def watch_driver(pid: int | None = None, *, every_s: float = 0.5) -> threading.T
     thread = threading.Thread(target=watch, name="rlvr-driver-watch", daemon=True)
     thread.start()
     return thread
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time in clock ticks) of every process, from /proc."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), int(fields[19]))
+            except (OSError, IndexError, ValueError):
+                pass
+    return table
+
+
+def descendants(roots: set[int], table: dict[int, tuple[int, int]]) -> set[int]:
+    found, frontier = set(), set(roots)
+    while frontier:
+        frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def guard_tree(driver: int, *, every_s: float = 0.5) -> None:
+    """Follow the processes ``driver`` starts (a local Ray cluster: its GCS, raylet, agents and workers) and SIGKILL
+    those still running once the driver is gone, including those adopted by init in the meantime. A process is
+    known by pid and start time, so a pid reused by an unrelated process is never touched."""
+    known: dict[int, int] = {}
+    me = os.getpid()
+    while driver_alive(driver):
+        table = _processes()
+        known.update({pid: table[pid][1] for pid in descendants({driver}, table) - {me}})
+        time.sleep(every_s)
+    table = _processes()
+    alive = {pid for pid, start in known.items() if pid in table and table[pid][1] == start}
+    for pid in alive | (descendants(alive, table) - {me}):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def start_guard() -> None:
+    """Start ``guard_tree`` for this process in a detached helper process (it outlives a SIGKILL of this one)."""
+    import subprocess
+    import sys
+
+    subprocess.Popen([sys.executable, "-m", "rlvr.cluster.lifeline", str(os.getpid())], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    guard_tree(int(sys.argv[1]))

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from rlvr.cluster.lifeline import start_guard
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.base import RolloutBatch, concat_batches
@@ -62,6 +63,7 @@ def connect(cfg: Config) -> bool:
     if cfg.cluster.address:
         ray.init(address=cfg.cluster.address, runtime_env=env, log_to_driver=True)
     else:
+        start_guard()  # the local cluster's processes die with this driver, SIGKILL included
         ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, runtime_env=env, log_to_driver=True)
     return True
 
@@ -73,7 +75,7 @@ def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
     started = connect(cfg)
     try:
         n = cfg.cluster.learners
-        learner = ray.remote(num_cpus=_share(cfg))(LearnerActor)
+        learner = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg))(LearnerActor)
         actors = [learner.remote(rank, n) for rank in range(n)]
         init_method = ray.get(actors[0].rendezvous.remote())
         ray.get([a.train.remote(cfg, resume, init_method) for a in actors])
@@ -81,6 +83,15 @@ def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
         if started:
             ray.shutdown()
     return Path(cfg.train.out)
+
+
+def gpus_per_actor(cfg: Config) -> int:
+    """1 when the policy runs on GPUs (model.device auto or cuda, and the cluster has GPUs): every learner and every
+    rollout worker then holds one GPU of its own; 0 on CPU."""
+    import ray
+
+    wants_gpu = cfg.model.device == "auto" or cfg.model.device.startswith("cuda")
+    return int(wants_gpu and ray.cluster_resources().get("GPU", 0) > 0)
 
 
 def _share(cfg: Config) -> float:
@@ -141,7 +152,8 @@ class RolloutWorker:
         from transformers import AutoModelForCausalLM
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        self.model = AutoModelForCausalLM.from_config(model_config, torch_dtype=getattr(torch, dtype)).eval()
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU Ray gave this actor, if any
+        self.model = AutoModelForCausalLM.from_config(model_config, dtype=getattr(torch, dtype)).to(device).eval()
         self.model.load_state_dict(state)
         self.engine = build_engine(engine, self.model, tokenizer, **options)
 
@@ -181,7 +193,7 @@ class RolloutPool:
             options.setdefault("batch_size", cfg.rollout.batch_size)
         self.spec = (model.config, tokenizer, cfg.rollout.engine, options, cfg.model.dtype)
         self.device = next(model.parameters()).device
-        self.actor = ray.remote(num_cpus=_share(cfg), max_restarts=0)(RolloutWorker)
+        self.actor = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg), max_restarts=0)(RolloutWorker)
         self.state = ray.put(_cpu_state(model))
         self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
         self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote())
