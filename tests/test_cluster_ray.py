@@ -86,15 +86,25 @@ def test_rollout_worker_killed_mid_step_is_replaced(ray_cluster, tmp_path):
         pool.close()
 
 
-def test_train_on_ray_with_two_learners_and_two_rollout_workers(ray_cluster, warm_model_dir, tmp_path):
-    cfg = config_from_dict({**one_digit_rl_config(warm_model_dir, tmp_path / "run", steps=3, save_every=3),
-                            "cluster": {"backend": "ray", "learners": 2, "rollout_workers": 2, "reward_workers": 1}})
+@pytest.mark.parametrize("async_rollouts", [0, 1])
+def test_train_on_ray_with_two_learners_and_two_rollout_workers(ray_cluster, warm_model_dir, tmp_path, async_rollouts):
+    algo = {"tis_cap": 2.0} if async_rollouts else {}
+    cfg = config_from_dict({**one_digit_rl_config(warm_model_dir, tmp_path / "run", algo, steps=3, save_every=3),
+                            "cluster": {"backend": "ray", "learners": 2, "rollout_workers": 2, "reward_workers": 1,
+                                        "async_rollouts": async_rollouts}})
     cfg.data.prompts_per_step, cfg.rollout.group_size = 8, 4
     run_dir = launch(cfg)
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["updates"] == 1 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     assert 0 < sum(r["verifier_score_mean"] for r in rows) / 3 < 1
+    # the rollout workers sample with the learner's weights: synced after every step, the engine's log-probs are
+    # the trainer's; sampled during the previous update (async), steps 2 and 3 are one step off-policy
+    assert rows[0]["rollout_kl"] < 1e-6
+    if async_rollouts:
+        assert all(r["rollout_kl"] > 1e-6 and "tis_clip_frac" in r for r in rows[1:])
+    else:
+        assert all(r["rollout_kl"] < 1e-6 for r in rows)
     trained = AutoModelForCausalLM.from_pretrained(run_dir / "checkpoint-3").state_dict()
     start = AutoModelForCausalLM.from_pretrained(warm_model_dir).state_dict()
     assert any(not torch.equal(trained[k], start[k]) for k in start)

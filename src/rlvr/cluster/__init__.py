@@ -20,11 +20,8 @@ def check_layout(cfg: Config) -> None:
         for key, value, single in (("rollout_workers", c.rollout_workers, 1), ("reward_workers", c.reward_workers, 0),
                                    ("async_rollouts", c.async_rollouts, 0)):
             if value != single:
-                raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend runs one "
-                                  f"engine in the main learner; use cluster.{key}={single} or cluster.backend=ray)")
-    if c.async_rollouts:
-        raise ConfigError("cluster.async_rollouts=1 is not available yet: rollouts and updates alternate; "
-                          "use cluster.async_rollouts=0")
+                raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend's engine shares "
+                                  f"the main learner's model; use cluster.{key}={single} or cluster.backend=ray)")
     if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
         raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
                           "use cluster.learner_strategy=ddp")

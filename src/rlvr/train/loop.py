@@ -13,12 +13,11 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algos import advantages
 from rlvr.config import Config
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.learner import learn, prepare_experience
 from rlvr.progress import progress_bar
-from rlvr.train.rollouts import add_policy_rewards, collect_rollouts, greedy_baseline
+from rlvr.train.rollouts import add_policy_rewards
 from rlvr.train.run import TrainingDiverged, TrainingRun, seed_everything  # noqa: F401  (public names)
 from rlvr.verifiers import Verdict
 
@@ -34,17 +33,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
         for step in range(run.first_step, cfg.train.steps + 1):
             started = time.perf_counter()
             # 1. collect (main rank): the engine samples group_size responses per prompt; every response is scored
-            samples = collected = baseline = None
-            if group.is_main:
-                samples, collected = collect_rollouts(
-                    run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
-                    dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches,
-                    step=step, prompt_policy=run.prompt_policy,
-                )
-                if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
-                    baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step,
-                                               run.prompt_policy)
-            samples, collected, baseline = group.broadcast((samples, collected, baseline))  # every rank: the whole batch
+            samples, collected, baseline = group.broadcast(run.collector.take(step) if group.is_main else None)
             if cfg.reward.policy:  # rewards from the policy itself (rlvr.rewards), added to the verifiers'
                 collected.update(add_policy_rewards(samples, cfg.reward.policy, run.model, run.tokenizer))
             rewards = torch.tensor(samples.rewards, dtype=torch.float32, device=samples.batch.response_ids.device)

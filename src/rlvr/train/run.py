@@ -24,6 +24,7 @@ from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
 )
+from rlvr.train.collector import Collector
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.manifest import write_manifest
 from rlvr.train.metrics import LoggerUnavailable, MetricsLog, NullLog, check_loggers
@@ -238,7 +239,10 @@ class TrainingRun:
                 options.setdefault("batch_size", cfg.rollout.batch_size)
             build = engine_factory or (lambda model, tokenizer: build_engine(cfg.rollout.engine, model, tokenizer, **options))
             self.engine = build(self.engine_model, self.tokenizer)
-        self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None)
+        # sampled one step off-policy (cluster.async_rollouts), the engine's log-probs never serve as the old policy's
+        self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None) \
+            and not cfg.cluster.async_rollouts
+        self.collector = Collector(self, asynchronous=bool(cfg.cluster.async_rollouts) and group.is_main)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
         self.optimizer = make_optimizer(trainable, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
@@ -276,6 +280,7 @@ class TrainingRun:
         set_rng_state(state["rng"])
         self.runner_before = dict(state.get("runner_counts", {}))
         self.bad_in_a_row = state.get("bad_in_a_row", 0)
+        self.collector.load_state_dict(state.get("collector", {}))
         self.first_step = state["step"] + 1
         self.log.truncate_after(state["step"])
 
@@ -283,7 +288,7 @@ class TrainingRun:
         return {"optimizer": self.group.optimizer_state(self.model, self.optimizer), "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "parts": {n: p.state_dict() for n, p in self.parts.items()},
                 "runner_counts": runner_counts(self.reward_runner.stats(), self.runner_before),
-                "bad_in_a_row": self.bad_in_a_row}
+                "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict()}
 
     def shuffle_generator(self, step: int) -> torch.Generator:
         """Mini-batch shuffling of one step, seeded by run seed and step (so a resumed run shuffles the same way)."""
@@ -322,6 +327,7 @@ class TrainingRun:
         samples next."""
         from rlvr.eval import evaluate_tasks
 
+        self.collector.settle()  # the engine and the RNG are this method's alone
         cfg, samples = self.cfg, self.cfg.train.eval_samples
         temperature = 0.0 if samples == 1 else cfg.rollout.temperature
         was_training = self.model.training
@@ -368,4 +374,5 @@ class TrainingRun:
         prune_checkpoints(self.dir, self.cfg.train.keep_last)
 
     def close(self) -> None:
+        self.collector.close()
         self.log.close()
