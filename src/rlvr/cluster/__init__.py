@@ -25,6 +25,9 @@ def check_layout(cfg: Config) -> None:
     if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
         raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
                           "use cluster.learner_strategy=ddp")
+    if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.algo.ref_update_every:
+        raise ConfigError("cluster.learner_strategy=fsdp2 with algo.ref_update_every: the reference model is reset "
+                          "from whole weights; use cluster.learner_strategy=ddp")
 
 
 def launch(cfg: Config, *, resume: bool = False) -> Path:

@@ -21,8 +21,9 @@ from rlvr.train.run import prepare_run_dir
 LAUNCH_CONFIG = ".launch-config.yaml"
 
 
-class LearnersFailed(RuntimeError):
-    """A learner rank exited with an error; its traceback was printed above by torchrun."""
+class LearnersFailed(ValueError):
+    """A learner rank exited with an error (its traceback was printed above by torchrun); a ValueError, so that
+    `rlvr train` ends with this one line."""
 
 
 def rank_environment() -> dict[str, str]:

@@ -35,8 +35,8 @@ ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 MAX_REPLACEMENTS = 3  # a share of a step is redone at most this many times before the step fails
 
 
-class RayUnavailable(RuntimeError):
-    """cluster.backend=ray without the ray package."""
+class RayUnavailable(ValueError):
+    """cluster.backend=ray without the ray package (a one-line error naming the extra to install)."""
 
 
 def require_ray():
