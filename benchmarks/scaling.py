@@ -2,16 +2,18 @@
 learners (Ray: as many rollout workers as learners), with the hf engine and, where vLLM is installed, the vllm one.
 
     python benchmarks/scaling.py [--sizes 6m,25m] [--layouts local-1,local-2,ray-1,ray-2] [--engines hf,vllm]
-                                 [--repeats 1] [--workdir DIR] [--json OUT.json]
+                                 [--steps 8] [--repeats 1] [--workdir DIR] [--json OUT.json]
 
 The workload: a Llama-family model with a character vocabulary built locally and saved as a Hugging Face folder
 (6m: hidden 256, 6 layers, 4 heads, ~6M parameters; 25m: hidden 512, 6 layers, 8 heads, ~25M), the arithmetic task
 of examples/arithmetic.yaml, 8 prompts x 8 samples per step, at most 32 new tokens, one update per step, float32.
 The machine's cores are shared out: a run with N learners gives each rank cores / N torch threads.
 
-Each layout runs as `rlvr train` for 3 and for 13 steps; seconds per step = (time for 13 - time for 3) / 10, so
-start-up (torchrun, a local Ray cluster, model loading) and the final save cancel out. The median of --repeats is
-reported. An engine that is not installed (vllm) is reported as skipped, with the reason.
+Each layout runs as `rlvr train` for --steps steps; seconds per step is the median of the step times the run logs
+(metrics.jsonl "time_s": sampling, scoring, updates, the weight sync and logging) over its steps after the first,
+so start-up (torchrun, a local Ray cluster, actors, model loading) is left out and a passing load spike on a
+shared machine moves the figure little. The median over --repeats runs is reported. An engine that is not
+installed (vllm) is reported as skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ LAYOUTS = {  # name -> cluster overrides
     "ray-1": {"cluster.backend": "ray", "cluster.learners": 1, "cluster.rollout_workers": 1},
     "ray-2": {"cluster.backend": "ray", "cluster.learners": 2, "cluster.rollout_workers": 2},
 }
-SHORT, LONG = 3, 13
 
 
 def engine_missing(engine: str) -> str | None:
@@ -83,16 +84,17 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
-def seconds_per_step(model_dir: Path, layout: str, engine: str, workdir: Path, cores: int) -> float:
+def seconds_per_step(model_dir: Path, layout: str, engine: str, workdir: Path, cores: int, steps: int, repeat: int,
+                     threads: int | None = None) -> float:
     learners = int(LAYOUTS[layout]["cluster.learners"])
-    threads = max(1, cores // learners)
+    threads = threads or max(1, cores // learners)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.setdefault("RAY_TMPDIR", str(workdir / "ray"))
-    tag = f"{model_dir.name}-{layout}-{engine}"
-    short = timed(command(model_dir, layout, engine, SHORT, workdir / f"{tag}-short", threads), env)
-    long = timed(command(model_dir, layout, engine, LONG, workdir / f"{tag}-long", threads), env)
-    return (long - short) / (LONG - SHORT)
+    out = workdir / f"{model_dir.name}-{layout}-{engine}-{repeat}"
+    timed(command(model_dir, layout, engine, steps, out, threads), env)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return statistics.median(r["time_s"] for r in rows[1:])
 
 
 def main() -> None:
@@ -101,15 +103,18 @@ def main() -> None:
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--engines", default="hf,vllm")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="torch threads shared out per run")
+    parser.add_argument("--threads", type=int, help="torch threads of every learner rank (default: cores / learners); "
+                        "1 compares one core per learner, the fair figure on a machine others load too")
     parser.add_argument("--workdir", help="where models and runs go (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-scaling-"))
     workdir.mkdir(parents=True, exist_ok=True)
     sizes, layouts, engines = args.sizes.split(","), args.layouts.split(","), args.engines.split(",")
-    print(f"seconds per step = (time for {LONG} steps - time for {SHORT}) / {LONG - SHORT}, median of {args.repeats}; "
-          f"{args.cores} cores shared out per run")
+    share = f"{args.threads} torch thread(s) per learner rank" if args.threads else f"{args.cores} cores shared out per run"
+    print(f"seconds per step: median step time of steps 2-{args.steps}, median of {args.repeats} runs; {share}")
     results: list[dict] = []
     header = f"{'size':<5} {'engine':<6} " + " ".join(f"{layout:>9}" for layout in layouts)
     print(header)
@@ -123,7 +128,8 @@ def main() -> None:
                     results.append({"size": size, "engine": engine, "layout": layout, "skipped": why})
                     cells.append(f"{'skipped':>9}")
                     continue
-                runs = [seconds_per_step(model_dir, layout, engine, workdir, args.cores) for _ in range(args.repeats)]
+                runs = [seconds_per_step(model_dir, layout, engine, workdir, args.cores, args.steps, i, args.threads)
+                        for i in range(args.repeats)]
                 value = statistics.median(runs)
                 results.append({"size": size, "engine": engine, "layout": layout, "s_per_step": value, "runs": runs})
                 cells.append(f"{value:>9.3f}")
