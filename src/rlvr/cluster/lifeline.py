@@ -92,12 +92,13 @@ def guard_tree(driver: int, *, every_s: float = 0.5) -> None:
             pass
 
 
-def start_guard() -> None:
-    """Start ``guard_tree`` for this process in a detached helper process (it outlives a SIGKILL of this one)."""
+def start_guard():
+    """Start ``guard_tree`` for this process in a detached helper process (it outlives a SIGKILL of this one);
+    returns its Popen: terminate it when the processes it guards have been stopped normally."""
     import subprocess
     import sys
 
-    subprocess.Popen([sys.executable, "-m", "rlvr.cluster.lifeline", str(os.getpid())], stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "rlvr.cluster.lifeline", str(os.getpid())], stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 

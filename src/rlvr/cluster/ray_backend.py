@@ -54,18 +54,19 @@ def actor_env() -> dict[str, str]:
     return {**ACTOR_ENV, "PYTHONPATH": path}
 
 
-def connect(cfg: Config) -> bool:
-    """Join cluster.address, or start a local cluster; True when this call started Ray (and must stop it)."""
+def connect(cfg: Config):
+    """Join cluster.address, or start a local cluster. Returns the guard of a local cluster started here (which this
+    process must stop, then stop the guard), True after joining a cluster, None when Ray was already connected."""
     ray = require_ray()
     if ray.is_initialized():
-        return False
+        return None
     env = {"env_vars": actor_env()}
     if cfg.cluster.address:
         ray.init(address=cfg.cluster.address, runtime_env=env, log_to_driver=True)
-    else:
-        start_guard()  # the local cluster's processes die with this driver, SIGKILL included
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, runtime_env=env, log_to_driver=True)
-    return True
+        return True
+    guard = start_guard()  # the local cluster's processes die with this driver, SIGKILL included
+    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, runtime_env=env, log_to_driver=True)
+    return guard
 
 
 def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
@@ -80,8 +81,11 @@ def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
         init_method = ray.get(actors[0].rendezvous.remote())
         ray.get([a.train.remote(cfg, resume, init_method) for a in actors])
     finally:
-        if started:
+        if started is not None:
             ray.shutdown()
+        if started not in (None, True):
+            started.terminate()  # the cluster stopped normally: nothing left to guard
+            started.wait()
     return Path(cfg.train.out)
 
 
