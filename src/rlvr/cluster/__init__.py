@@ -1,5 +1,10 @@
 """Placement and orchestration of a training run (the `cluster` config section): which processes hold the learner,
-the rollout engines and the reward scorers. ``launch`` is what `rlvr train` calls."""
+the rollout engines and the reward scorers. ``launch`` is what `rlvr train` calls.
+
+- backend=local, learners=1: the single-process loop (rlvr.train.train);
+- backend=local, learners=N: N learner ranks started by torchrun (rlvr.cluster.local), DDP or FSDP2;
+- backend=ray: learners, rollout workers and reward workers as Ray actors (rlvr.cluster.ray_backend).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,35 @@ from pathlib import Path
 from rlvr.config import Config, ConfigError
 
 
+def check_layout(cfg: Config) -> None:
+    """One-line errors for layouts that cannot run, before anything starts."""
+    c = cfg.cluster
+    if c.backend == "local":
+        for key, value, single in (("rollout_workers", c.rollout_workers, 1), ("reward_workers", c.reward_workers, 0),
+                                   ("async_rollouts", c.async_rollouts, 0)):
+            if value != single:
+                raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend's engine shares "
+                                  f"the main learner's model; use cluster.{key}={single} or cluster.backend=ray)")
+    if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
+        raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
+                          "use cluster.learner_strategy=ddp")
+    if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.algo.ref_update_every:
+        raise ConfigError("cluster.learner_strategy=fsdp2 with algo.ref_update_every: the reference model is reset "
+                          "from whole weights; use cluster.learner_strategy=ddp")
+
+
 def launch(cfg: Config, *, resume: bool = False) -> Path:
     """Run the training described by ``cfg`` in the layout its `cluster` section asks for; returns the run directory."""
+    check_layout(cfg)
     c = cfg.cluster
-    if c.backend == "local" and c.learners == 1 and c.rollout_workers == 1 and not c.async_rollouts:
-        from rlvr.train import train
+    if c.backend == "ray":
+        from rlvr.cluster.ray_backend import run_on_ray
 
-        return train(cfg, resume=resume)
-    raise ConfigError(f"cluster: backend={c.backend} learners={c.learners} rollout_workers={c.rollout_workers} "
-                      f"async_rollouts={c.async_rollouts}: only the single-process layout (cluster.backend=local, "
-                      "cluster.learners=1, cluster.rollout_workers=1, cluster.async_rollouts=0) is available")
+        return run_on_ray(cfg, resume=resume)
+    if c.learners > 1:
+        from rlvr.cluster.local import run_torchrun
+
+        return run_torchrun(cfg, resume=resume)
+    from rlvr.train import train
+
+    return train(cfg, resume=resume)

@@ -26,6 +26,7 @@ import torch
 from rlvr.algos import advantages, losses, offpolicy
 from rlvr.config import Config
 from rlvr.rollout import RolloutBatch
+from rlvr.train.group import SINGLE, LearnerGroup, gather_rows
 from rlvr.train.parts import StepPart
 from rlvr.train.policy import PolicyOutput, policy_forward
 
@@ -112,26 +113,56 @@ def rows_forward(model, batch: RolloutBatch, r: torch.Tensor, cfg: Config, **kwa
     return out
 
 
+def local_micro_batches(batch: RolloutBatch, rows: list[int], cfg: Config, group: LearnerGroup, *,
+                        collective: bool = False) -> list[list[int]]:
+    """This rank's micro-batches of ``rows`` (already its shard). Where each micro-batch is a collective (sharded
+    weights, or a part that looks at all ranks' rows) every rank returns as many as the rank with the most, the
+    missing ones empty: such a rank runs a throwaway forward (``dummy_rows``) that contributes nothing."""
+    groups = micro_batches(batch, rows, cfg) if rows else []
+    if group.world > 1 and (collective or group.symmetric_forwards):
+        groups += [[] for _ in range(group.max_int(len(groups)) - len(groups))]
+    return groups
+
+
+def dummy_rows(device) -> torch.Tensor:
+    """The rows of a throwaway micro-batch: row 0, its loss weighted by zero."""
+    return torch.zeros(1, dtype=torch.long, device=device)
+
+
+def forward_kwargs(group: LearnerGroup) -> dict[str, Any]:
+    """Sharded weights are gathered by the model's own forward, so the chunked LM head (which calls the decoder and
+    the head separately) is left off there."""
+    return {"chunk": 0} if group.symmetric_forwards else {}
+
+
 @torch.no_grad()
-def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config) -> PolicyOutput:
-    """No-grad log-probs of the given rows, in micro-batches; [len(rows), T]."""
+def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, group: LearnerGroup = SINGLE) -> PolicyOutput:
+    """No-grad log-probs of the given rows, in micro-batches; [len(rows), T]. Each rank computes its shard of the
+    rows and every rank receives all of them."""
     if not len(rows):
         return PolicyOutput(batch.logprobs[:0])
     order = rows.tolist()
-    groups = micro_batches(batch, order, cfg)
-    outs = [rows_forward(model, batch, torch.tensor(g, device=rows.device), cfg).logp for g in groups]
-    logp = torch.cat(outs)
+    mine = group.shard(order)
+    groups = local_micro_batches(batch, mine, cfg, group)
+    outs = []
+    for g in groups:
+        r = torch.tensor(g, device=rows.device) if g else dummy_rows(rows.device)
+        logp = rows_forward(model, batch, r, cfg, **forward_kwargs(group)).logp
+        if g:
+            outs.append(logp)
+    logp = torch.cat(outs) if outs else batch.logprobs[:0]
     done = [r for g in groups for r in g]
-    if done != order:  # grouped by length: back to the rows' order
+    if done != mine:  # grouped by length: back to the rows' order
         position = {r: i for i, r in enumerate(done)}
-        logp = logp[torch.tensor([position[r] for r in order], device=logp.device)]
-    return PolicyOutput(logp)
+        logp = logp[torch.tensor([position[r] for r in mine], device=logp.device)]
+    return PolicyOutput(gather_rows(group, logp, group.shard_sizes(len(order))))
 
 
 def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
                        *, engine_logprobs_serve: bool, reference=None,
-                       baseline_rewards: torch.Tensor | None = None) -> Experience:
-    """Old log-probs, reference log-probs and values once; then the parts shape rewards and masks; then advantages."""
+                       baseline_rewards: torch.Tensor | None = None, group: LearnerGroup = SINGLE) -> Experience:
+    """Old log-probs, reference log-probs and values once; then the parts shape rewards and masks; then advantages.
+    Every rank of ``group`` ends with the same, whole experience (each computes a shard of the log-probs)."""
     every = torch.arange(batch.size, device=batch.response_ids.device)
     needs = set().union(*(p.needs for p in parts.values()))
     epochs, mini_batches = updates_per_batch(cfg, batch.size)
@@ -144,13 +175,13 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
     if not old_from_rollout:
         was_training = model.training
         model.eval()
-        exp.old_logp = forward_rows(model, batch, every, cfg).logp
+        exp.old_logp = forward_rows(model, batch, every, cfg, group).logp
         model.train(was_training)
         exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.response_mask))
     if "values" in needs:
         exp.old_values = next(v for p in parts.values() if (v := p.old_values(model, batch, cfg)) is not None)
     if "ref_logp" in needs:
-        exp.ref_logp = forward_rows(reference, batch, every, cfg).logp
+        exp.ref_logp = forward_rows(reference, batch, every, cfg, group).logp
     for part in parts.values():
         exp.metrics.update(part.shape(exp))
     adv_inputs: dict[str, Any] = {"epsilon": cfg.algo.epsilon, **cfg.algo.advantage_options}
@@ -189,11 +220,13 @@ def mini_batch_rows(n: int, mini_batches: int, *, generator: torch.Generator | N
 
 def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mapping[str, StepPart], cfg: Config, *,
           generator: torch.Generator | None = None,
-          on_update: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, float]:
+          on_update: Callable[[int, dict[str, float]], None] | None = None,
+          group: LearnerGroup = SINGLE) -> dict[str, float]:
     """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics averaged over the updates,
     plus "updates" (optimizer steps taken), "bad_step" (1 if any update was skipped for a non-finite loss or
     gradient) and "approx_kl" between the policy after the last update and the old policy. ``on_update(i, m)``
-    is called after every optimizer step that changed the weights (e.g. to sync the engine)."""
+    is called after every optimizer step that changed the weights. With a ``group`` of several ranks each rank
+    runs the forward and backward passes of its shard of every mini-batch (rlvr.train.group)."""
     epochs, mini_batches = updates_per_batch(cfg, exp.size)
     needed = set(rows_needing_gradients(exp, parts, cfg).tolist())
     shuffle = generator if cfg.algo.shuffle_mini_batches and mini_batches > 1 else None
@@ -202,8 +235,8 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
     for _ in range(epochs):
         for rows in mini_batch_rows(exp.size, mini_batches, generator=shuffle):
             rows = rows.to(exp.advantages.device)
-            metrics = update(model, optimizer, exp, rows, [r for r in rows.tolist() if r in needed], parts, cfg,
-                             first=not per_update)
+            trained = [r for r in rows.tolist() if r in needed]
+            metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group)
             stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
             if stepped:
@@ -215,32 +248,34 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
     result["updates"] = taken
     result["bad_step"] = int(any(m["bad_step"] for m in per_update))
     result["rows_backpropagated"] = float(len(needed))
-    result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg)
+    result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg, group)
     return result
 
 
 def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
-           cfg: Config, *, first: bool) -> dict[str, float]:
+           cfg: Config, *, first: bool, group: LearnerGroup = SINGLE) -> dict[str, float]:
     """One optimizer step on the mini-batch ``rows``; only the ``trained`` rows (those that can have a gradient)
-    run forward and backward. Micro-batches are weighted so the loss equals the mini-batch's loss; metrics are
-    averaged over the units (tokens or rows) that produced them."""
+    run forward and backward, each rank its shard of them. Micro-batches are weighted by their units over the
+    whole mini-batch's units, so the loss (and the gradient summed over ranks) equals the mini-batch's loss;
+    metrics are averaged over the units (tokens or rows) that produced them, on every rank."""
     algo = cfg.algo
     agg = algo.agg or losses.default_agg(algo.loss)
     total_units = max(losses.aggregation_units(exp.loss_mask[rows], agg), 1)
     wants_entropy = any(p.wants_entropy for p in parts.values()) or exp.batch.entropy is None
     entropy_grad = any(p.entropy_grad for p in parts.values())
     value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
+    collective = any(p.collective for p in parts.values())
     batch = exp.batch
     sums: dict[str, float] = {}
     seen = 0.0
     loss_total = 0.0
-    for group in micro_batches(batch, trained, cfg):
-        r = torch.tensor(group, device=rows.device)
-        mask = exp.loss_mask[r]
+    for group_rows in local_micro_batches(batch, group.shard(trained), cfg, group, collective=collective):
+        r = torch.tensor(group_rows, device=rows.device) if group_rows else dummy_rows(rows.device)
+        mask = exp.loss_mask[r] if group_rows else torch.zeros_like(exp.loss_mask[r])
         out = rows_forward(model, batch, r, cfg, with_entropy=wants_entropy, entropy_grad=entropy_grad,
-                           value_head=value_head)
+                           value_head=value_head, **forward_kwargs(group))
         metrics: dict[str, float] = {}
-        if first and exp.old_from_rollout:  # the weights are unchanged since sampling: this IS the trainer's old policy
+        if first and exp.old_from_rollout and group_rows:  # unchanged since sampling: this IS the trainer's old policy
             metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.response_mask[r]))
         weights = None
         pg_mask = mask
@@ -250,42 +285,68 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
                 weights = w if weights is None else weights * w
                 metrics.update(w_metrics)
             pg_mask = part.mask(exp, r, out, pg_mask)
-        loss, loss_metrics = losses.compute(
+        pg_loss, loss_metrics = losses.compute(
             algo.loss, out.logp, exp.old_logp[r], exp.advantages[r], pg_mask, clip_low=algo.clip_low,
             clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=exp.norm_length,
             token_weights=weights,
         )
-        metrics.update(loss_metrics, pg_loss=loss.item())
+        units = losses.aggregation_units(mask, agg) if group_rows else 0
+        weight = units / total_units
+        pg_units = policy_units(pg_mask, units, agg, group) if collective else units
+        loss = pg_loss * (pg_units / total_units)
+        metrics.update(loss_metrics, pg_loss=pg_loss.item() * pg_units / units if units else 0.0)
         for part in parts.values():
             term, term_metrics = part.loss(exp, r, out, mask, agg, exp.norm_length)
             if term is not None:
-                loss = loss + term
+                loss = loss + term * weight
             metrics.update(term_metrics)
         if out.entropy is not None:
             metrics["entropy"] = losses.aggregate(out.entropy.detach(), mask, agg, exp.norm_length).item()
-        units = losses.aggregation_units(mask, agg)
-        (loss * (units / total_units)).backward()
-        loss_total += loss.item() * units / total_units
+        loss.backward()
+        loss_total += loss.item()
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * units
         seen += units
+    if group.world > 1:
+        sums, seen, loss_total = merge_sums(group.gather((sums, seen, loss_total)))
     result = {key: value / seen for key, value in sums.items()} if seen else {}
     if "entropy" not in result and batch.entropy is not None:  # the sampler's entropy, over this mini-batch
         result["entropy"] = float(losses.aggregate(batch.entropy[rows], exp.loss_mask[rows], agg, exp.norm_length))
     result["loss"] = loss_total
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    params = [p for group_ in optimizer.param_groups for p in group_["params"]]
     if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
         for p in params:
             p.grad = torch.zeros_like(p)
+    group.reduce_gradients(params)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
-    finite = math.isfinite(loss_total) and bool(torch.isfinite(grad_norm))
+    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+    finite = math.isfinite(loss_total) and math.isfinite(grad_norm)
     frozen = any(p.policy_frozen for p in parts.values())
     if finite and not frozen:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
     for part in parts.values():
         result.update(part.after_update())
-    return {**result, "grad_norm": float(grad_norm), "bad_step": 0 if finite else 1, "policy_stepped": finite and not frozen}
+    return {**result, "grad_norm": grad_norm, "bad_step": 0 if finite else 1, "policy_stepped": finite and not frozen}
+
+
+def policy_units(pg_mask: torch.Tensor, units: int, agg: str, group: LearnerGroup) -> float:
+    """This rank's share of a micro-batch's units for its policy loss, where all ranks run the micro-batch together
+    and a part narrowed its policy-gradient mask across ranks (the entropy mask): one learner aggregates the policy
+    loss over the narrowed mask of the whole micro-batch and weights it by the whole micro-batch's units, so each
+    rank's aggregate counts in proportion to its part of the narrowed mask."""
+    pg_units = losses.aggregation_units(pg_mask, agg) if units else 0
+    pg_all, units_all = group.sum([pg_units, units])
+    return pg_units / pg_all * units_all if pg_all else 0.0
+
+
+def merge_sums(per_rank: list[tuple[dict[str, float], float, float]]) -> tuple[dict[str, float], float, float]:
+    """Every rank's (unit-weighted metric sums, units, loss share) added up."""
+    sums: dict[str, float] = {}
+    for rank_sums, _, _ in per_rank:
+        for key, value in rank_sums.items():
+            sums[key] = sums.get(key, 0.0) + value
+    return sums, sum(s for _, s, _ in per_rank), sum(l for _, _, l in per_rank)
 
 
 def average(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -294,7 +355,7 @@ def average(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: sum(row[k] for row in rows if k in row) / sum(k in row for row in rows) for k in sorted(keys)}
 
 
-def approx_kl(model, exp: Experience, trained: list[int], cfg: Config) -> float:
+def approx_kl(model, exp: Experience, trained: list[int], cfg: Config, group: LearnerGroup = SINGLE) -> float:
     """Mean k3 estimate of KL(pi_old || pi_new) over the trained rows' valid tokens, after the updates (Schulman,
     2020, "Approximating KL Divergence"): with d = logp_new - logp_old on tokens sampled from the old policy,
     k3 = exp(d) - 1 - d. 0.0 when no row was trained."""
@@ -303,7 +364,7 @@ def approx_kl(model, exp: Experience, trained: list[int], cfg: Config) -> float:
     rows = torch.tensor(trained, device=exp.advantages.device)
     was_training = model.training
     model.eval()
-    new = forward_rows(model, exp.batch, rows, cfg).logp
+    new = forward_rows(model, exp.batch, rows, cfg, group).logp
     model.train(was_training)
     m = exp.loss_mask[rows].bool()
     if not m.any():

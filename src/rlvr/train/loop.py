@@ -13,50 +13,48 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algos import advantages
 from rlvr.config import Config
+from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.learner import learn, prepare_experience
 from rlvr.progress import progress_bar
-from rlvr.train.rollouts import add_policy_rewards, collect_rollouts, greedy_baseline
+from rlvr.train.rollouts import add_policy_rewards
 from rlvr.train.run import TrainingDiverged, TrainingRun, seed_everything  # noqa: F401  (public names)
 from rlvr.verifiers import Verdict
 
 
-def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """Run RL training as configured; returns the run directory. ``resume`` continues from its newest checkpoint."""
-    run = TrainingRun(cfg, resume=resume)
-    with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress, completed=run.first_step - 1) as bar:
+def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None,
+          group: LearnerGroup = SINGLE, engine_factory: Callable[[Any, Any], Any] | None = None) -> Path:
+    """Run RL training as configured; returns the run directory. ``resume`` continues from its newest checkpoint.
+    With a learner ``group`` of several ranks (rlvr.cluster launches them) every rank runs this loop: the main rank
+    samples and writes, all ranks share the updates; ``engine_factory`` replaces rollout.engine's engine."""
+    run = TrainingRun(cfg, resume=resume, group=group, engine_factory=engine_factory)
+    with progress_bar(cfg.train.steps, "train", enabled=cfg.train.progress and group.is_main,
+                      completed=run.first_step - 1) as bar:
         for step in range(run.first_step, cfg.train.steps + 1):
             started = time.perf_counter()
-            # 1. collect: the engine samples group_size responses per prompt; every response is scored
-            samples, collected = collect_rollouts(
-                run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
-                dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
-                prompt_policy=run.prompt_policy,
-            )
+            # 1. collect (main rank): the engine samples group_size responses per prompt; every response is scored
+            samples, collected, baseline = group.broadcast(run.collector.take(step) if group.is_main else None)
             if cfg.reward.policy:  # rewards from the policy itself (rlvr.rewards), added to the verifiers'
                 collected.update(add_policy_rewards(samples, cfg.reward.policy, run.model, run.tokenizer))
             rewards = torch.tensor(samples.rewards, dtype=torch.float32, device=samples.batch.response_ids.device)
-            baseline = None
-            if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
-                baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step,
-                                           run.prompt_policy)
             # 2-3. once per batch: old / reference log-probs and values, reward shaping by the parts, advantages
             exp = prepare_experience(run.model, samples.batch, rewards, run.parts, cfg, reference=run.reference,
-                                     engine_logprobs_serve=run.engine_logprobs_serve, baseline_rewards=baseline)
-            # 4. learner: ppo_epochs x mini_batches optimizer steps; the engine samples from the new weights after each
+                                     engine_logprobs_serve=run.engine_logprobs_serve, baseline_rewards=baseline,
+                                     group=group)
+            # 4. learner: ppo_epochs x mini_batches optimizer steps; then the engine samples from the new weights
             update = learn(run.model, run.optimizer, exp, run.parts, cfg, generator=run.shuffle_generator(step),
-                           on_update=lambda *_: run.engine.sync_weights(run.model))
+                           group=group)
+            run.sync_engine()
             update.update(run.after_step(step, update))
-            # 5. log, evaluate, checkpoint
+            # 5. log, evaluate, checkpoint (the main rank writes)
             row = step_metrics(step, samples, exp, update, collected, time.perf_counter() - started)
             row.update(run.runner_metrics())
             row.update(run.sampler.metrics())  # per-source, per-difficulty and curriculum metrics
             run.check_divergence(step, row)
-            if run.evaluates_at(step):
+            if group.is_main and run.evaluates_at(step):
                 row.update(run.evaluate(step))
             run.log.write(row)
-            if on_step is not None:
+            if on_step is not None and group.is_main:
                 on_step(row)
             bar.advance(f"reward {row['reward_mean']:.3f}")
             if run.saves_at(step):

@@ -168,3 +168,16 @@ def _step_of(line: str) -> int | None:
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(Path(run_dir) / "metrics.jsonl")
+
+
+class NullLog(MetricsLog):
+    """The metrics log of a learner rank other than the main one: the main rank alone writes metrics."""
+
+    def __init__(self):
+        self.loggers = []
+
+    def truncate_after(self, step: int) -> None:
+        pass
+
+    def write(self, row: dict[str, Any]) -> None:
+        pass

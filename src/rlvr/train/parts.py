@@ -25,6 +25,7 @@ import torch
 
 from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
 from rlvr.config import Config
+from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.policy import ValueHead, policy_forward
 
 
@@ -34,6 +35,7 @@ class StepPart:
     wants_entropy = False  # needs the per-token entropy of the training forward pass
     entropy_grad = False  # ... with its gradient
     value_head: torch.nn.Module | None = None  # a critic head on the policy's trunk, run in the same forward
+    collective = False  # its mask or loss of a micro-batch looks at every learner rank's rows of that micro-batch
 
     def shape(self, exp) -> dict[str, float]:
         return {}
@@ -73,11 +75,13 @@ class StepPart:
 @dataclass
 class PartContext:
     """What builders may use: the policy, the frozen reference model (when a part needs it), the parameters
-    the optimizer trains (a part may add its own)."""
+    the optimizer trains (a part may add its own), the learner group (rlvr.train.group) whose ranks share each
+    update."""
 
     model: torch.nn.Module
     load_reference: Callable[[], torch.nn.Module]
     trainable: list[torch.nn.Parameter] = field(default_factory=list)
+    group: LearnerGroup = SINGLE
 
 
 PartBuilder = Callable[[Config, PartContext], "StepPart | None"]
@@ -180,7 +184,7 @@ def _critic(cfg: Config, ctx: PartContext):
     if "values" not in advantages.needs(cfg.algo.advantage):
         return None
     if cfg.algo.critic == "model":
-        return SeparateCritic(cfg, ctx.model)
+        return SeparateCritic(cfg, ctx.model, ctx.group)
     part = SharedValueHead(cfg, ctx.model)
     ctx.trainable.extend(part.value_head.parameters())
     return part
@@ -246,8 +250,8 @@ class SeparateCritic(StepPart):
     needs = frozenset({"values"})
     keeps_every_row = True
 
-    def __init__(self, cfg: Config, policy: torch.nn.Module):
-        self.cfg, self.algo = cfg, cfg.algo
+    def __init__(self, cfg: Config, policy: torch.nn.Module, group: LearnerGroup = SINGLE):
+        self.cfg, self.algo, self.group = cfg, cfg.algo, group
         self.model = copy.deepcopy(policy).train()
         self.head = ValueHead(policy.config.hidden_size).to(next(policy.parameters()).device)
         self.params = list(self.model.parameters()) + list(self.head.parameters())
@@ -274,6 +278,7 @@ class SeparateCritic(StepPart):
         return vf_loss, {**parts, "vf_loss": vf_loss.item()}
 
     def after_update(self) -> dict[str, float]:
+        self.group.reduce_gradients(self.params)
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.max_grad_norm)
         if torch.isfinite(norm):
             self.optimizer.step()
@@ -318,20 +323,28 @@ class TruncatedImportanceSampling(StepPart):
 
 @register_part("entropy_mask")
 def _entropy_mask(cfg: Config, ctx: PartContext):
-    return ForkingTokenMask(cfg.algo.entropy_mask_rho) if cfg.algo.entropy_mask_rho is not None else None
+    return ForkingTokenMask(cfg.algo.entropy_mask_rho, ctx.group) if cfg.algo.entropy_mask_rho is not None else None
 
 
 class ForkingTokenMask(StepPart):
     """Wang et al., 2025, "Beyond the 80/20 Rule": the policy gradient flows only through the top-rho
-    highest-entropy tokens (selected within each micro-batch)."""
+    highest-entropy tokens, selected within each micro-batch; with several learner ranks, within the micro-batch
+    all ranks run together (their rows in rank order), so the selection is the one a single learner makes."""
 
     wants_entropy = True
 
-    def __init__(self, rho: float):
-        self.rho = rho
+    def __init__(self, rho: float, group: LearnerGroup = SINGLE):
+        self.rho, self.group = rho, group
+        self.collective = group.world > 1
 
     def mask(self, exp, rows, out, mask):
-        return entropy.forking_token_mask(out.entropy, mask, self.rho)
+        if self.group.world == 1:
+            return entropy.forking_token_mask(out.entropy, mask, self.rho)
+        mine = (out.entropy.detach().cpu(), mask.cpu())
+        every = self.group.gather(mine)
+        selected = entropy.forking_token_mask(torch.cat([e for e, _ in every]), torch.cat([m for _, m in every]), self.rho)
+        start = sum(m.shape[0] for _, m in every[:self.group.rank])
+        return selected[start:start + mask.shape[0]].to(mask.device)
 
 
 @register_part("entropy_bonus")

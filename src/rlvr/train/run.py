@@ -9,7 +9,7 @@ import math
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -24,8 +24,10 @@ from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
 )
+from rlvr.train.collector import Collector
+from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.manifest import write_manifest
-from rlvr.train.metrics import LoggerUnavailable, MetricsLog, check_loggers
+from rlvr.train.metrics import LoggerUnavailable, MetricsLog, NullLog, check_loggers
 from rlvr.train.parts import PartContext, build_parts
 from rlvr.verifiers import default_runner
 from rlvr.verifiers.compose import parse_spec
@@ -164,10 +166,17 @@ def reward_runner_metrics(stats: dict[str, Any], before: dict[str, int] | None =
 
 
 class TrainingRun:
-    """The state of one run. ``TrainingRun(cfg, resume=...)`` loads or resumes everything before the first step."""
+    """The state of one run. ``TrainingRun(cfg, resume=...)`` loads or resumes everything before the first step.
 
-    def __init__(self, cfg: Config, *, resume: bool = False):
+    With a learner ``group`` of several ranks (rlvr.train.group) every rank holds the model, the optimizer and the
+    parts; the main rank alone holds the rollout engine and writes the run directory (metrics, manifest,
+    checkpoints). ``engine_factory(model, tokenizer)`` builds the engine in place of ``rollout.engine``'s (the Ray
+    backend's pool of rollout workers)."""
+
+    def __init__(self, cfg: Config, *, resume: bool = False, group: LearnerGroup = SINGLE,
+                 engine_factory: Callable[[Any, Any], Any] | None = None):
         self.cfg = cfg
+        self.group = group
         self.dir = Path(cfg.train.out)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
@@ -185,11 +194,13 @@ class TrainingRun:
             self.eval_tasks = load_data(cfg.data, "eval")[: cfg.data.eval_size or None]
             check_verifiers(self.eval_tasks, cfg.data.verifier, cfg.data.eval)
 
-        prepare_run_dir(cfg, resume)
+        if group.is_main:
+            prepare_run_dir(cfg, resume)
+        group.barrier()
         resolve_device(cfg.model.device)
         if cfg.model.lora is not None:
             require_peft()  # before the model loads: a missing extra is a one-line error naming it
-        checkpoint = latest_checkpoint(self.dir) if resume else None
+        checkpoint = group.broadcast(latest_checkpoint(self.dir) if resume else None)
         if cfg.model.lora is not None:
             self.model, self.tokenizer = load_lora_policy(cfg, checkpoint)
         else:
@@ -212,27 +223,41 @@ class TrainingRun:
             return reference.eval().requires_grad_(False)
 
         # only what requires gradients is trained (with LoRA, the adapter): no optimizer state for frozen weights
-        ctx = PartContext(self.model, load_reference, trainable=[p for p in self.model.parameters() if p.requires_grad])
+        policy_params = [p for p in self.model.parameters() if p.requires_grad]
+        ctx = PartContext(self.model, load_reference, trainable=list(policy_params), group=group)
         self.parts = build_parts(cfg, ctx)
         self.reference = next((getattr(p, "reference") for p in self.parts.values() if hasattr(p, "reference")), None)
-        options = dict(cfg.rollout.engine_options)
-        if cfg.rollout.batch_size:
-            options.setdefault("batch_size", cfg.rollout.batch_size)
-        self.engine = build_engine(cfg.rollout.engine, self.model, self.tokenizer, **options)
-        self.engine_logprobs_serve = logprobs_serve_as_old_policy(self.engine)
+        # the engine's model on the main rank (the policy itself, or a full copy where the strategy shards it), then
+        # the policy as the strategy holds it; the parameters the parts added stay as they are
+        self.engine_model = group.engine_model(self.model)
+        self.model = group.prepare(self.model)
+        trainable = [p for p in self.model.parameters() if p.requires_grad] + ctx.trainable[len(policy_params):]
+        self.engine = None
+        if group.is_main:
+            options = dict(cfg.rollout.engine_options)
+            if cfg.rollout.batch_size:
+                options.setdefault("batch_size", cfg.rollout.batch_size)
+            build = engine_factory or (lambda model, tokenizer: build_engine(cfg.rollout.engine, model, tokenizer, **options))
+            self.engine = build(self.engine_model, self.tokenizer)
+        # sampled one step off-policy (cluster.async_rollouts), the engine's log-probs never serve as the old policy's
+        self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None) \
+            and not cfg.cluster.async_rollouts
+        self.collector = Collector(self, asynchronous=bool(cfg.cluster.async_rollouts) and group.is_main)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
-        self.optimizer = make_optimizer(ctx.trainable, cfg)
+        self.optimizer = make_optimizer(trainable, cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
         self.params = SamplingParams(
             n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
             temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
         )
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        remove_partial_checkpoints(self.dir)  # what a kill during a save left behind
-        save_config(cfg, self.dir / "config.yaml")
-        write_manifest(self.dir, cfg, resumed_from=checkpoint)
-        self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
+        self.log = NullLog()
+        if group.is_main:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            remove_partial_checkpoints(self.dir)  # what a kill during a save left behind
+            save_config(cfg, self.dir / "config.yaml")
+            write_manifest(self.dir, cfg, resumed_from=checkpoint)
+            self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
         self.reward_runner = default_runner()
         self.reward_runner.reset_stats()
         # counters that continue across a resume: reward-runner failures so far, non-finite steps in a row
@@ -245,7 +270,7 @@ class TrainingRun:
             self.log.truncate_after(0)
 
     def _restore(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.group.load_optimizer_state(self.model, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
         for name, part in self.parts.items():
@@ -255,18 +280,25 @@ class TrainingRun:
         set_rng_state(state["rng"])
         self.runner_before = dict(state.get("runner_counts", {}))
         self.bad_in_a_row = state.get("bad_in_a_row", 0)
+        self.collector.load_state_dict(state.get("collector", {}))
         self.first_step = state["step"] + 1
         self.log.truncate_after(state["step"])
 
     def state(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+        return {"optimizer": self.group.optimizer_state(self.model, self.optimizer), "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "parts": {n: p.state_dict() for n, p in self.parts.items()},
                 "runner_counts": runner_counts(self.reward_runner.stats(), self.runner_before),
-                "bad_in_a_row": self.bad_in_a_row}
+                "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict()}
 
     def shuffle_generator(self, step: int) -> torch.Generator:
         """Mini-batch shuffling of one step, seeded by run seed and step (so a resumed run shuffles the same way)."""
         return torch.Generator().manual_seed(self.cfg.train.seed * 1_000_003 + step)
+
+    def sync_engine(self) -> None:
+        """After the updates of a step: the engine samples from the new weights."""
+        self.engine_model = self.group.sync_engine_model(self.engine_model, self.model)
+        if self.engine is not None:
+            self.engine.sync_weights(self.engine_model)
 
     def after_step(self, step: int, update: dict[str, float]) -> dict[str, float]:
         self.scheduler.step()
@@ -295,6 +327,7 @@ class TrainingRun:
         samples next."""
         from rlvr.eval import evaluate_tasks
 
+        self.collector.settle()  # the engine and the RNG are this method's alone
         cfg, samples = self.cfg, self.cfg.train.eval_samples
         temperature = 0.0 if samples == 1 else cfg.rollout.temperature
         was_training = self.model.training
@@ -321,8 +354,16 @@ class TrainingRun:
         return step == self.cfg.train.steps or bool(every and step % every == 0)
 
     def save(self, step: int) -> None:
+        """checkpoint-STEP from the main rank (the full weights the engine holds); every rank takes part, since
+        gathering sharded optimizer state is a collective."""
+        state = self.state()
+        if self.group.is_main:
+            self._save(step, state)
+        self.group.barrier()
+
+    def _save(self, step: int, state: dict[str, Any]) -> None:
         try:
-            save_checkpoint(self.dir, step, self.model, self.tokenizer, self.state())
+            save_checkpoint(self.dir, step, self.engine_model, self.tokenizer, state)
         except OSError as exc:
             remove_partial_checkpoints(self.dir)
             previous = latest_checkpoint(self.dir)
@@ -333,4 +374,5 @@ class TrainingRun:
         prune_checkpoints(self.dir, self.cfg.train.keep_last)
 
     def close(self) -> None:
+        self.collector.close()
         self.log.close()

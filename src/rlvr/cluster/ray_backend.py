@@ -1,0 +1,313 @@
+"""The Ray backend (``cluster.backend=ray``): learners, rollout workers and reward workers as Ray actors, the same on
+one machine as on many.
+
+- ``cluster.learners`` learner actors form one torch.distributed group (gloo on CPU, NCCL on CUDA; rank 0's actor
+  publishes the address) and run the training loop, exactly as torchrun's ranks do (rlvr.cluster.learners);
+- ``cluster.rollout_workers`` rollout worker actors each hold an engine (``rollout.engine``: hf, vllm, ...) on its
+  own copy of the policy; the main learner splits each step's prompts among them and sends them the weights after
+  every step (``RolloutPool``). A worker that dies mid-step (its process killed, its node lost) is replaced by a new
+  actor with the current weights, which redoes that worker's share with the same seed, so the step completes;
+- ``cluster.reward_workers`` reward worker actors score responses (``RewardPool``, the learner's reward runner);
+  0 scores in the main learner.
+
+``cluster.address`` joins a running cluster (``ray start --head`` / ``ray://...``); without it a local cluster of
+this machine's cores is started for the run and stopped after it. Ray is an optional extra: pip install 'rlvr[ray]'.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.cluster.lifeline import start_guard
+from rlvr.config import Config
+from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
+from rlvr.rollout.base import RolloutBatch, concat_batches
+from rlvr.train.run import prepare_run_dir
+from rlvr.verifiers import default_runner, set_default_runner
+from rlvr.verifiers.runner.api import RewardRunner
+
+ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+MAX_REPLACEMENTS = 3  # a share of a step is redone at most this many times before the step fails
+
+
+class RayUnavailable(ValueError):
+    """cluster.backend=ray without the ray package (a one-line error naming the extra to install)."""
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("cluster.backend=ray needs the ray package: pip install 'rlvr[ray]'") from None
+    return ray
+
+
+def actor_env() -> dict[str, str]:
+    """Environment of every actor: one intra-op thread, and the rlvr the driver runs on the import path."""
+    src = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**ACTOR_ENV, "PYTHONPATH": path}
+
+
+def connect(cfg: Config):
+    """Join cluster.address, or start a local cluster. Returns the guard of a local cluster started here (which this
+    process must stop, then stop the guard), True after joining a cluster, None when Ray was already connected."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return None
+    env = {"env_vars": actor_env()}
+    if cfg.cluster.address:
+        ray.init(address=cfg.cluster.address, runtime_env=env, log_to_driver=True)
+        return True
+    guard = start_guard()  # the local cluster's processes die with this driver, SIGKILL included
+    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, runtime_env=env, log_to_driver=True)
+    return guard
+
+
+def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
+    """Train with the layout of cfg.cluster on Ray; returns the run directory."""
+    ray = require_ray()
+    prepare_run_dir(cfg, resume)
+    started = connect(cfg)
+    try:
+        n = cfg.cluster.learners
+        learner = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg))(LearnerActor)
+        actors = [learner.remote(rank, n) for rank in range(n)]
+        init_method = ray.get(actors[0].rendezvous.remote())
+        ray.get([a.train.remote(cfg, resume, init_method) for a in actors])
+    finally:
+        if started is not None:
+            ray.shutdown()
+        if started not in (None, True):
+            started.terminate()  # the cluster stopped normally: nothing left to guard
+            started.wait()
+    return Path(cfg.train.out)
+
+
+def gpus_per_actor(cfg: Config) -> int:
+    """1 when the policy runs on GPUs (model.device auto or cuda, and the cluster has GPUs): every learner and every
+    rollout worker then holds one GPU of its own; 0 on CPU."""
+    import ray
+
+    wants_gpu = cfg.model.device == "auto" or cfg.model.device.startswith("cuda")
+    return int(wants_gpu and ray.cluster_resources().get("GPU", 0) > 0)
+
+
+def _share(cfg: Config) -> float:
+    """CPUs each actor asks for: the run's actors share the cluster's cores (rollout workers and learners take
+    turns within a step), so a small machine holds them all."""
+    return 0.1
+
+
+class LearnerActor:
+    """One learner rank as a Ray actor; rank 0 also holds the rollout and reward pools."""
+
+    def __init__(self, rank: int, world: int):
+        self.rank, self.world = rank, world
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    def rendezvous(self) -> str:
+        """The TCP address of rank 0's process group store: this node's IP and a free port."""
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return f"tcp://{ray.util.get_node_ip_address()}:{port}"
+
+    def train(self, cfg: Config, resume: bool, init_method: str) -> str:
+        from rlvr.cluster.learners import TorchLearnerGroup
+        from rlvr.models import resolve_device
+        from rlvr.train import train
+
+        device = resolve_device(cfg.model.device)
+        group = TorchLearnerGroup(cfg.cluster.learner_strategy, device=device.type, init_method=init_method,
+                                  rank=self.rank, world=self.world)
+        pools: list[Any] = []
+
+        def engine_factory(model, tokenizer):
+            pools.append(RolloutPool(model, tokenizer, cfg))
+            return pools[-1]
+
+        previous = None
+        if self.rank == 0 and cfg.cluster.reward_workers:
+            pools.append(RewardPool(cfg.cluster.reward_workers))
+            previous = set_default_runner(pools[-1])
+        try:
+            run_dir = train(cfg, resume=resume, group=group, engine_factory=engine_factory if self.rank == 0 else None)
+        finally:
+            for pool in pools:
+                pool.close()
+            if previous is not None:
+                set_default_runner(previous)
+            group.close()
+        return str(run_dir)
+
+
+class RolloutWorker:
+    """One engine replica: its own copy of the policy and ``rollout.engine``'s engine on it."""
+
+    def __init__(self, model_config, tokenizer, state, engine: str, options: dict[str, Any], dtype: str):
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU Ray gave this actor, if any
+        self.model = AutoModelForCausalLM.from_config(model_config, dtype=getattr(torch, dtype)).to(device).eval()
+        self.model.load_state_dict(state)
+        self.engine = build_engine(engine, self.model, tokenizer, **options)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def serves_old_policy(self) -> bool:
+        return logprobs_serve_as_old_policy(self.engine)
+
+    def load(self, state) -> None:
+        self.model.load_state_dict(state)
+        self.engine.sync_weights(self.model)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> RolloutBatch:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            batch = self.engine.generate(prompts, params)
+        return _to_cpu(batch)
+
+
+def _to_cpu(batch: RolloutBatch) -> RolloutBatch:
+    fields = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in vars(batch).items()}
+    return RolloutBatch(**fields)
+
+
+class RolloutPool:
+    """The rollout engine the main learner sees: ``cluster.rollout_workers`` RolloutWorker actors. ``generate``
+    gives each worker a contiguous share of the prompts (so groups stay whole and in order) with its own seed,
+    drawn from the learner's RNG, and concatenates the batches; ``sync_weights`` sends the weights to all workers.
+    ``replacements`` counts workers replaced after dying."""
+
+    def __init__(self, model, tokenizer, cfg: Config):
+        ray = require_ray()
+        self.ray, self.tokenizer, self.cfg = ray, tokenizer, cfg
+        options = dict(cfg.rollout.engine_options)
+        if cfg.rollout.batch_size:
+            options.setdefault("batch_size", cfg.rollout.batch_size)
+        self.spec = (model.config, tokenizer, cfg.rollout.engine, options, cfg.model.dtype)
+        self.device = next(model.parameters()).device
+        self.actor = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg), max_restarts=0)(RolloutWorker)
+        self.state = ray.put(_cpu_state(model))
+        self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
+        self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote())
+        self.replacements = 0
+
+    def _start(self):
+        config, tokenizer, engine, options, dtype = self.spec
+        return self.actor.options(scheduling_strategy="SPREAD").remote(config, tokenizer, self.state, engine, options, dtype)
+
+    def worker_pids(self) -> list[int]:
+        return self.ray.get([w.pid.remote() for w in self.workers])
+
+    def sync_weights(self, model) -> None:
+        self.state = self.ray.put(_cpu_state(model))
+        self._each(lambda w, state: w.load.remote(state), [self.state] * len(self.workers))
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+        n = len(self.workers)
+        bounds = [len(prompts) * i // n for i in range(n + 1)]
+        shares = [prompts[bounds[i]:bounds[i + 1]] for i in range(n)]
+        seeds = torch.randint(0, 2**62, (n,)).tolist()  # from the learner's RNG: a resumed run samples the same
+        batches = self._each(lambda w, job: w.generate.remote(job[0], params, job[1]),
+                             [(share, seed) if share else None for share, seed in zip(shares, seeds)])
+        batch = concat_batches([b for b in batches if b is not None], self.tokenizer.pad_token_id)
+        return _to_device(batch, self.device)
+
+    def _each(self, call, jobs: list) -> list:
+        """``call(worker_i, jobs[i])`` for every job that is not None, results in order; a worker that died (before
+        or during its call) is replaced by a new one with the current weights and the call redone."""
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        refs = {i: call(self.workers[i], job) for i, job in enumerate(jobs) if job is not None}
+        results: list[Any] = [None] * len(jobs)
+        for i, ref in refs.items():
+            for attempt in range(MAX_REPLACEMENTS + 1):
+                try:
+                    results[i] = self.ray.get(ref)
+                    break
+                except (ActorDiedError, ActorUnavailableError, RayActorError):
+                    if attempt == MAX_REPLACEMENTS:
+                        raise
+                    self.ray.kill(self.workers[i], no_restart=True)
+                    self.workers[i] = self._start()
+                    self.replacements += 1
+                    ref = call(self.workers[i], jobs[i])
+        return results
+
+    def close(self) -> None:
+        for w in self.workers:
+            self.ray.kill(w, no_restart=True)
+        self.workers = []
+
+
+def _cpu_state(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
+    if device.type == "cpu":
+        return batch
+    return RolloutBatch(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(batch).items()})
+
+
+class RewardWorker:
+    """Scores requests with the worker's own reward runner (rlvr.verifiers: timeouts, isolation, cache)."""
+
+    def __init__(self):
+        self.runner = default_runner()
+
+    def score(self, items):
+        return self.runner.score(items)
+
+    def stats(self) -> dict[str, Any]:
+        return self.runner.stats()
+
+    def reset_stats(self) -> None:
+        self.runner.reset_stats()
+
+
+class RewardPool(RewardRunner):
+    """A reward runner whose requests are scored by ``workers`` RewardWorker actors, each taking a contiguous share
+    of a batch; verdicts come back in input order. Statistics are the workers' summed (latencies: their largest)."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers=1)
+        ray = require_ray()
+        self.ray = ray
+        self.actors = [ray.remote(num_cpus=0.1)(RewardWorker).remote() for _ in range(workers)]
+
+    def score(self, items):
+        items = list(items)
+        n = len(self.actors)
+        bounds = [len(items) * i // n for i in range(n + 1)]
+        refs = [a.score.remote(items[bounds[i]:bounds[i + 1]]) for i, a in enumerate(self.actors) if bounds[i] < bounds[i + 1]]
+        return [v for part in self.ray.get(refs) for v in part]
+
+    def stats(self) -> dict[str, Any]:
+        every = self.ray.get([a.stats.remote() for a in self.actors])
+        out: dict[str, Any] = {}
+        for stats in every:
+            for key, value in stats.items():
+                if isinstance(value, (int, float)):
+                    out[key] = max(out.get(key, 0), value) if key.startswith("latency") else out.get(key, 0) + value
+        return out
+
+    def reset_stats(self) -> None:
+        self.ray.get([a.reset_stats.remote() for a in self.actors])
+
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a, no_restart=True)
+        self.actors = []
+        super().close()

@@ -1,0 +1,110 @@
+"""The Ray backend on a real local Ray cluster (its own temp dir and HOME): a rollout worker killed mid-step is
+replaced and the step completes with the batch it would have sampled; `cluster.backend=ray` trains with two
+learners, two rollout workers and a reward worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from rlvr.cluster import launch
+from rlvr.config import config_from_dict
+from rlvr.models import encode_prompt
+from rlvr.models.tiny import build_tiny_model
+from rlvr.rollout import SamplingParams
+from rlvr.train.metrics import read_metrics
+
+from conftest import SMALL, one_digit_rl_config
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    home = tmp_path_factory.mktemp("ray-home")
+    saved = {k: os.environ.get(k) for k in ("HOME", "OMP_NUM_THREADS")}
+    os.environ.update(HOME=str(home), OMP_NUM_THREADS="1")
+    from rlvr.cluster.ray_backend import actor_env
+
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(home / "ray"), runtime_env={"env_vars": actor_env()},
+             log_to_driver=False)
+    yield
+    ray.shutdown()
+    for key, value in saved.items():
+        os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+class _KillBeforeFirstGet:
+    """The ray module, except that the first ``get`` first kills the process ``pid`` (the calls were submitted)."""
+
+    def __init__(self, ray_module, pid):
+        self.ray, self.pid = ray_module, pid
+
+    def get(self, *args, **kwargs):
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+        return self.ray.get(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.ray, name)
+
+
+def _same(a, b):
+    return all(torch.equal(getattr(a, k), getattr(b, k)) for k in ("prompt_ids", "response_ids", "logprobs", "group_index"))
+
+
+def test_rollout_worker_killed_mid_step_is_replaced(ray_cluster, tmp_path):
+    from rlvr.cluster.ray_backend import RolloutPool
+
+    model, tokenizer = build_tiny_model(SMALL, seed=0)
+    cfg = config_from_dict({**one_digit_rl_config(tmp_path, tmp_path / "run"), "cluster": {"backend": "ray", "rollout_workers": 2}})
+    pool = RolloutPool(model, tokenizer, cfg)
+    try:
+        prompts = [encode_prompt(tokenizer, f"{i}+{j}=") for i in range(4) for j in range(4)]
+        params = SamplingParams(n=4, max_new_tokens=64, temperature=1.0)
+        torch.manual_seed(7)
+        expected = pool.generate(prompts, params)
+        victim = pool.worker_pids()[1]
+        pool.ray = _KillBeforeFirstGet(ray, victim)  # SIGKILL the worker's process once its share is under way
+        torch.manual_seed(7)
+        got = pool.generate(prompts, params)
+        pool.ray = ray
+        assert pool.replacements == 1 and victim not in pool.worker_pids()
+        assert got.size == len(prompts) * 4 and _same(got, expected)
+        with torch.no_grad():  # the replacement holds the current weights: after a sync, it samples from them
+            for p in model.parameters():
+                p.add_(0.01)
+        pool.sync_weights(model)
+        torch.manual_seed(7)
+        assert not _same(pool.generate(prompts, params), expected)
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("async_rollouts", [0, 1])
+def test_train_on_ray_with_two_learners_and_two_rollout_workers(ray_cluster, warm_model_dir, tmp_path, async_rollouts):
+    algo = {"tis_cap": 2.0} if async_rollouts else {}
+    cfg = config_from_dict({**one_digit_rl_config(warm_model_dir, tmp_path / "run", algo, steps=3, save_every=3),
+                            "cluster": {"backend": "ray", "learners": 2, "rollout_workers": 2, "reward_workers": 1,
+                                        "async_rollouts": async_rollouts}})
+    cfg.data.prompts_per_step, cfg.rollout.group_size = 8, 4
+    run_dir = launch(cfg)
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["updates"] == 1 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert 0 < sum(r["verifier_score_mean"] for r in rows) / 3 < 1
+    # the rollout workers sample with the learner's weights: synced after every step, the engine's log-probs are
+    # the trainer's; sampled during the previous update (async), steps 2 and 3 are one step off-policy
+    assert rows[0]["rollout_kl"] < 1e-6
+    if async_rollouts:
+        assert all(r["rollout_kl"] > 1e-6 and "tis_clip_frac" in r for r in rows[1:])
+    else:
+        assert all(r["rollout_kl"] < 1e-6 for r in rows)
+    trained = AutoModelForCausalLM.from_pretrained(run_dir / "checkpoint-3").state_dict()
+    start = AutoModelForCausalLM.from_pretrained(warm_model_dir).state_dict()
+    assert any(not torch.equal(trained[k], start[k]) for k in start)
