@@ -134,3 +134,16 @@ def test_equal_groups_stay_zero_beside_informative_ones(name):
     for g in (1, 4):
         assert float(adv[index == g].abs().max()) == 0.0
     assert float(adv[index == 0].abs().max()) > 0
+
+
+def test_mismatch_metrics_count_only_trained_positions():
+    """Tool and environment tokens are attended to but were not sampled (their rollout log-prob is 0): the engine /
+    trainer mismatch is measured on the loss mask only, so it stays ~0 when the engine's log-probs are exact."""
+    model, batch, rewards = _setup()
+    env = batch.response_mask.clone()
+    env[:, 1:3] = 0  # positions 1-2 of every row stand in for an observation written by the environment
+    logprobs = batch.logprobs.clone()
+    logprobs[env == 0] = 0.0
+    batch = RolloutBatch(**{**batch.__dict__, "logprobs": logprobs, "loss_mask": env & batch.response_mask})
+    exp = prepare_experience(model, batch, rewards, {}, _cfg(mini_batches=2), engine_logprobs_serve=True)
+    assert exp.metrics["rollout_kl"] < 1e-5, exp.metrics

@@ -177,7 +177,7 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
         model.eval()
         exp.old_logp = forward_rows(model, batch, every, cfg, group).logp
         model.train(was_training)
-        exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.response_mask))
+        exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.loss_mask))
     if "values" in needs:
         exp.old_values = next(v for p in parts.values() if (v := p.old_values(model, batch, cfg)) is not None)
     if "ref_logp" in needs:
@@ -276,7 +276,7 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
                            value_head=value_head, **forward_kwargs(group))
         metrics: dict[str, float] = {}
         if first and exp.old_from_rollout and group_rows:  # unchanged since sampling: this IS the trainer's old policy
-            metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.response_mask[r]))
+            metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.loss_mask[r]))
         weights = None
         pg_mask = mask
         for part in parts.values():

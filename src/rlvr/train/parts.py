@@ -318,7 +318,7 @@ class TruncatedImportanceSampling(StepPart):
         self.cap = cap
 
     def token_weights(self, exp, rows, out):
-        return offpolicy.tis_weights(exp.old_logp[rows], exp.batch.logprobs[rows], exp.batch.response_mask[rows], cap=self.cap)
+        return offpolicy.tis_weights(exp.old_logp[rows], exp.batch.logprobs[rows], exp.batch.loss_mask[rows], cap=self.cap)
 
 
 @register_part("entropy_mask")
