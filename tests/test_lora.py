@@ -130,6 +130,22 @@ def test_lean_decoder_reads_the_adapted_weights(tiny_model_dir):
     torch.testing.assert_close(lean, _logits(model, ids)[:, -1], atol=1e-5, rtol=0)
 
 
+def test_lean_decoder_copies_no_weight_matrix_of_a_lora_model(tiny_model_dir):
+    """Sampling a LoRA policy reads the frozen weights and the adapters in place: every matrix the decoder holds
+    is one of the model's own tensors (a merged or fused copy would cost a model's worth of memory per call)."""
+    from rlvr.rollout.llama_decoder import LlamaDecoder, _LowRank, _Split
+
+    model, _ = _adapted(tiny_model_dir)
+    own = {p.data_ptr() for p in model.parameters()}
+    decoder = LlamaDecoder(model, 2, 8)
+    held = []
+    for entry in (w for layer in decoder.layers for w in layer):
+        for part in entry.parts if isinstance(entry, _Split) else [entry]:
+            held += [part.base, *(t for a, b, _ in part.adapters for t in (a, b))] if isinstance(part, _LowRank) else [part]
+    assert any(isinstance(w, _Split) for layer in decoder.layers for w in layer)
+    assert held and all(isinstance(t, torch.Tensor) and t.data_ptr() in own for t in held)
+
+
 # ------------------------------------------------------------------------------------------ the run
 
 
