@@ -12,9 +12,11 @@ term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on 
 1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder.
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
-ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime). The
-baseline is the peak of a process that only imports what the trainers import (torch, transformers, peft, trl,
-rlvr); "added" is a run's peak above it, the memory the training itself costs. Seconds per step is the mean of
+ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
+benchmark's own process stays small, since a child's ru_maxrss starts from its parent's high-water mark). The
+baseline is the peak of a process that only imports what a trainer's process imports (rlvr: torch, transformers,
+peft and rlvr's trainer; TRL: torch, transformers, peft, datasets and trl); "added" is a run's peak above its
+trainer's baseline, the memory the training itself costs. Seconds per step is the mean of
 the steps after the first (the first pays one-off costs); CPU s is the process's user + system time over the
 whole run, which a machine shared with other work inflates less than wall time. Needs trl and peft
 (the `bench` and `lora` extras).
@@ -147,9 +149,22 @@ def measured(cmd: list[str], threads: int) -> tuple[float, float, float]:
 
 
 def rlvr_step_s(out: Path) -> list[float]:
-    from rlvr.train.metrics import read_metrics
+    return [json.loads(line)["time_s"] for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
-    return [row["time_s"] for row in read_metrics(out)]
+
+def prepare(workdir: Path, size: str) -> None:
+    """Build the workload and print what the table's header reports (run in a child process: see main)."""
+    model_dir, data = build_workload(workdir, size)
+    import peft
+    import torch
+    import trl
+    from transformers import AutoModelForCausalLM
+
+    import rlvr
+
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    print(json.dumps({"model_dir": str(model_dir), "data": str(data), "params": params, "versions": (
+        f"rlvr {rlvr.__version__}, trl {trl.__version__}, peft {peft.__version__}, torch {torch.__version__}")}))
 
 
 def main() -> None:
@@ -160,7 +175,10 @@ def main() -> None:
     parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
+    parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.prepare:
+        return prepare(Path(args.workdir), args.size)
     chosen = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = sorted(set(chosen) - set(CONFIGS))
     if unknown:
@@ -169,25 +187,23 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "trl_grpo.py"
     script.write_text(TRL_SCRIPT)
-    model_dir, data = build_workload(workdir, args.size)
-    import peft
-    import torch
-    import trl
-    from transformers import AutoModelForCausalLM
-
-    import rlvr
-
-    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    # This process never imports torch: a child's ru_maxrss starts from its parent's high-water mark (Linux keeps
+    # it across fork/vfork and exec), so a large parent would raise every measured peak to its own.
+    info = json.loads(subprocess.run([sys.executable, __file__, "--prepare", "--size", args.size, "--workdir",
+                                      str(workdir)], check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    model_dir, data, params = Path(info["model_dir"]), Path(info["data"]), info["params"]
     settings = {"lora": LORA, "prompts": PROMPTS, "group": GROUP, "response": RESPONSE, "kl": KL, "lr": LR}
-    print(f"rlvr {rlvr.__version__}, trl {trl.__version__}, peft {peft.__version__}, torch {torch.__version__}; "
+    print(f"{info['versions']}; "
           f"{params / 1e6:.1f}M parameters; {PROMPTS}x{GROUP} responses of {RESPONSE} tokens per step; KL {KL}; "
           f"LoRA r={LORA['r']} alpha={LORA['alpha']} on {len(LORA['target_modules'])} projections; "
           f"{args.threads} threads; {args.steps} steps, s/step = mean after the first")
-    baseline = measured([sys.executable, "-c", "import torch, transformers, peft, trl, rlvr.cli, rlvr.train.loop"],
-                        args.threads)[0]
-    print(f"baseline (imports only): {baseline:.2f} GiB; the model's float32 weights: {params * 4 / 2**30:.2f} GiB")
+    baselines = {trainer: measured([sys.executable, "-c", imports], args.threads)[0] for trainer, imports in (
+        ("rlvr", "import torch, transformers, peft, rlvr.cli, rlvr.train.loop"),
+        ("trl", "import torch, transformers, peft, datasets, trl, trl.trainer.grpo_trainer"))}
+    print(f"baseline (imports only): rlvr {baselines['rlvr']:.2f} GiB, TRL {baselines['trl']:.2f} GiB; "
+          f"the model's float32 weights: {params * 4 / 2**30:.2f} GiB")
     print(f"{'configuration':<38} {'peak RSS GiB':>12} {'added GiB':>9} {'s/step':>8} {'wall s':>8} {'CPU s':>8}")
-    results = {}
+    results, added = {}, {}
     for key in chosen:
         name, trainer, lora, checkpointing = CONFIGS[key]
         out = workdir / name.replace(" ", "-").replace("+", "and")
@@ -201,14 +217,15 @@ def main() -> None:
         steps = rlvr_step_s(out) if trainer == "rlvr" else json.loads((out / "times.json").read_text())["step_s"]
         per_step = sum(steps[1:]) / max(len(steps) - 1, 1)
         results[key] = peak
-        print(f"{name:<38} {peak:12.2f} {peak - baseline:9.2f} {per_step:8.1f} {wall:8.1f} {cpu:8.1f}", flush=True)
+        added[key] = peak - baselines[trainer]
+        print(f"{name:<38} {peak:12.2f} {added[key]:9.2f} {per_step:8.1f} {wall:8.1f} {cpu:8.1f}", flush=True)
     if {"full", "lora-ckpt"} <= set(chosen):
         full, lean = results["full"], results["lora-ckpt"]
         print(f"rlvr LoRA + checkpointing: {100 * lean / full:.0f}% of full fine-tuning's peak "
-              f"({100 * (lean - baseline) / (full - baseline):.0f}% of what full fine-tuning adds to the baseline)")
+              f"({100 * added['lora-ckpt'] / added['full']:.0f}% of what full fine-tuning adds to its baseline)")
     if {"lora-ckpt", "trl-lora-ckpt"} <= set(chosen):
         print(f"rlvr LoRA + checkpointing {results['lora-ckpt']:.2f} GiB vs TRL GRPOTrainer LoRA + checkpointing "
-              f"{results['trl-lora-ckpt']:.2f} GiB")
+              f"{results['trl-lora-ckpt']:.2f} GiB (added {added['lora-ckpt']:.2f} vs {added['trl-lora-ckpt']:.2f} GiB)")
 
 
 if __name__ == "__main__":
