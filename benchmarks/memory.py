@@ -129,7 +129,7 @@ def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Pat
         f"rollout.max_new_tokens={RESPONSE}", "rollout.temperature=1.0", f"algo.kl_coef={KL}", f"train.lr={LR}",
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
         f"train.out={out}", f"model.lora={json.dumps(LORA) if lora else 'null'}",
-        f"train.gradient_checkpointing={str(checkpointing).lower()}",
+        f"train.gradient_checkpointing={str(checkpointing).lower()}", "train.overwrite=true",
     ]
 
 
