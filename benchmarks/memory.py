@@ -1,19 +1,24 @@
 """Peak memory and seconds per RL step: full fine-tuning vs LoRA vs LoRA + gradient checkpointing, beside TRL's
 GRPOTrainer with the same PEFT config, in one run.
 
-    python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR]
+    python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR] [--configs full,lora,...]
 
 The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
-saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 10m for a
-quick check), prompts like "37+58=", reward = exact match of the completion's first line; per step 2 prompts x
+saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 25m: hidden
+512, 8 layers, MLP 1536, ~26M; 10m for a quick check), prompts like "37+58=", reward = exact match of the completion's first line; per step 2 prompts x
 4 samples, exactly 256 new tokens (no response ends early: rlvr's engine is given an end id the model cannot
 sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
 term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
 1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder.
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
-ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime).
-Seconds per step is the mean of the steps after the first (the first pays one-off costs). Needs trl and peft
+ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
+benchmark's own process stays small, since a child's ru_maxrss starts from its parent's high-water mark). The
+baseline is the peak of a process that only imports what a trainer's process imports (rlvr: torch, transformers,
+peft and rlvr's trainer; TRL: torch, transformers, peft, datasets and trl); "added" is a run's peak above its
+trainer's baseline, the memory the training itself costs. Seconds per step is the mean of
+the steps after the first (the first pays one-off costs); CPU s is the process's user + system time over the
+whole run, which a machine shared with other work inflates less than wall time. Needs trl and peft
 (the `bench` and `lora` extras).
 """
 
@@ -30,11 +35,19 @@ from pathlib import Path
 
 SIZES = {  # name -> TinySpec keyword arguments
     "10m": dict(hidden_size=256, num_layers=8, num_heads=4, intermediate_size=1024, max_positions=320),
+    "25m": dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=1536, max_positions=320),
     "100m": dict(hidden_size=768, num_layers=12, num_heads=12, intermediate_size=2560, max_positions=320),
 }
 RESPONSE = 256  # new tokens per response, every response full length
 NO_END = 10**6  # generation_config.eos_token_id of the benchmark model: an id outside the vocabulary
 PROMPTS, GROUP, KL, LR = 2, 4, 0.04, 1e-5
+CONFIGS = {  # key -> (name, trainer, LoRA, gradient checkpointing)
+    "full": ("rlvr full fine-tuning", "rlvr", False, False),
+    "lora": ("rlvr LoRA", "rlvr", True, False),
+    "lora-ckpt": ("rlvr LoRA + checkpointing", "rlvr", True, True),
+    "trl-lora": ("TRL GRPOTrainer LoRA", "trl", True, False),
+    "trl-lora-ckpt": ("TRL GRPOTrainer LoRA + checkpointing", "trl", True, True),
+}
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 
@@ -116,12 +129,12 @@ def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Pat
         f"rollout.max_new_tokens={RESPONSE}", "rollout.temperature=1.0", f"algo.kl_coef={KL}", f"train.lr={LR}",
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
         f"train.out={out}", f"model.lora={json.dumps(LORA) if lora else 'null'}",
-        f"train.gradient_checkpointing={str(checkpointing).lower()}",
+        f"train.gradient_checkpointing={str(checkpointing).lower()}", "train.overwrite=true",
     ]
 
 
-def measured(cmd: list[str], threads: int) -> tuple[float, float]:
-    """(peak resident set size in GiB, wall seconds) of one process."""
+def measured(cmd: list[str], threads: int) -> tuple[float, float, float]:
+    """(peak resident set size in GiB, wall seconds, CPU seconds) of one process."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     start = time.perf_counter()
@@ -131,27 +144,17 @@ def measured(cmd: list[str], threads: int) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{stderr[-3000:]}")
-    return usage.ru_maxrss / 2**20, time.perf_counter() - start  # ru_maxrss is in KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return usage.ru_maxrss / 2**20, time.perf_counter() - start, cpu  # ru_maxrss is in KiB on Linux
 
 
 def rlvr_step_s(out: Path) -> list[float]:
-    from rlvr.train.metrics import read_metrics
-
-    return [row["time_s"] for row in read_metrics(out)]
+    return [json.loads(line)["time_s"] for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="100m", choices=sorted(SIZES))
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
-    args = parser.parse_args()
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-memory-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    script = workdir / "trl_grpo.py"
-    script.write_text(TRL_SCRIPT)
-    model_dir, data = build_workload(workdir, args.size)
+def prepare(workdir: Path, size: str) -> None:
+    """Build the workload and print what the table's header reports (run in a child process: see main)."""
+    model_dir, data = build_workload(workdir, size)
     import peft
     import torch
     import trl
@@ -160,21 +163,49 @@ def main() -> None:
     import rlvr
 
     params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    print(json.dumps({"model_dir": str(model_dir), "data": str(data), "params": params, "versions": (
+        f"rlvr {rlvr.__version__}, trl {trl.__version__}, peft {peft.__version__}, torch {torch.__version__}")}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="100m", choices=sorted(SIZES))
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
+    parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.prepare:
+        return prepare(Path(args.workdir), args.size)
+    chosen = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = sorted(set(chosen) - set(CONFIGS))
+    if unknown:
+        parser.error(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-memory-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "trl_grpo.py"
+    script.write_text(TRL_SCRIPT)
+    # This process never imports torch: a child's ru_maxrss starts from its parent's high-water mark (Linux keeps
+    # it across fork/vfork and exec), so a large parent would raise every measured peak to its own.
+    info = json.loads(subprocess.run([sys.executable, __file__, "--prepare", "--size", args.size, "--workdir",
+                                      str(workdir)], check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    model_dir, data, params = Path(info["model_dir"]), Path(info["data"]), info["params"]
     settings = {"lora": LORA, "prompts": PROMPTS, "group": GROUP, "response": RESPONSE, "kl": KL, "lr": LR}
-    print(f"rlvr {rlvr.__version__}, trl {trl.__version__}, peft {peft.__version__}, torch {torch.__version__}; "
+    print(f"{info['versions']}; "
           f"{params / 1e6:.1f}M parameters; {PROMPTS}x{GROUP} responses of {RESPONSE} tokens per step; KL {KL}; "
           f"LoRA r={LORA['r']} alpha={LORA['alpha']} on {len(LORA['target_modules'])} projections; "
           f"{args.threads} threads; {args.steps} steps, s/step = mean after the first")
-    runs = [
-        ("rlvr full fine-tuning", "rlvr", False, False),
-        ("rlvr LoRA", "rlvr", True, False),
-        ("rlvr LoRA + checkpointing", "rlvr", True, True),
-        ("TRL GRPOTrainer LoRA", "trl", True, False),
-        ("TRL GRPOTrainer LoRA + checkpointing", "trl", True, True),
-    ]
-    print(f"{'configuration':<38} {'peak RSS GiB':>12} {'s/step':>8} {'wall s':>8}")
-    results = {}
-    for name, trainer, lora, checkpointing in runs:
+    baselines = {trainer: measured([sys.executable, "-c", imports], args.threads)[0] for trainer, imports in (
+        ("rlvr", "import torch, transformers, peft, rlvr.cli, rlvr.train.loop"),
+        ("trl", "import torch, transformers, peft, datasets, trl, trl.trainer.grpo_trainer"))}
+    print(f"baseline (imports only): rlvr {baselines['rlvr']:.2f} GiB, TRL {baselines['trl']:.2f} GiB; "
+          f"the model's float32 weights: {params * 4 / 2**30:.2f} GiB")
+    print(f"{'configuration':<38} {'peak RSS GiB':>12} {'added GiB':>9} {'s/step':>8} {'wall s':>8} {'CPU s':>8}")
+    results, added = {}, {}
+    for key in chosen:
+        name, trainer, lora, checkpointing = CONFIGS[key]
         out = workdir / name.replace(" ", "-").replace("+", "and")
         if trainer == "rlvr":
             cmd = rlvr_command(model_dir, data, args.steps, args.threads, out, lora=lora, checkpointing=checkpointing)
@@ -182,15 +213,19 @@ def main() -> None:
             out.mkdir(parents=True, exist_ok=True)
             cmd = [sys.executable, str(script), str(model_dir), str(data), str(args.steps), str(args.threads),
                    str(out), "1" if checkpointing else "0", json.dumps(settings)]
-        peak, wall = measured(cmd, args.threads)
+        peak, wall, cpu = measured(cmd, args.threads)
         steps = rlvr_step_s(out) if trainer == "rlvr" else json.loads((out / "times.json").read_text())["step_s"]
         per_step = sum(steps[1:]) / max(len(steps) - 1, 1)
-        results[name] = peak
-        print(f"{name:<38} {peak:12.2f} {per_step:8.1f} {wall:8.1f}", flush=True)
-    full = results["rlvr full fine-tuning"]
-    lean = results["rlvr LoRA + checkpointing"]
-    print(f"rlvr LoRA + checkpointing: {100 * lean / full:.0f}% of full fine-tuning's peak; "
-          f"TRL LoRA + checkpointing {results['TRL GRPOTrainer LoRA + checkpointing']:.2f} GiB")
+        results[key] = peak
+        added[key] = peak - baselines[trainer]
+        print(f"{name:<38} {peak:12.2f} {added[key]:9.2f} {per_step:8.1f} {wall:8.1f} {cpu:8.1f}", flush=True)
+    if {"full", "lora-ckpt"} <= set(chosen):
+        full, lean = results["full"], results["lora-ckpt"]
+        print(f"rlvr LoRA + checkpointing: {100 * lean / full:.0f}% of full fine-tuning's peak "
+              f"({100 * added['lora-ckpt'] / added['full']:.0f}% of what full fine-tuning adds to its baseline)")
+    if {"lora-ckpt", "trl-lora-ckpt"} <= set(chosen):
+        print(f"rlvr LoRA + checkpointing {results['lora-ckpt']:.2f} GiB vs TRL GRPOTrainer LoRA + checkpointing "
+              f"{results['trl-lora-ckpt']:.2f} GiB (added {added['lora-ckpt']:.2f} vs {added['trl-lora-ckpt']:.2f} GiB)")
 
 
 if __name__ == "__main__":

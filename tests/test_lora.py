@@ -130,6 +130,39 @@ def test_lean_decoder_reads_the_adapted_weights(tiny_model_dir):
     torch.testing.assert_close(lean, _logits(model, ids)[:, -1], atol=1e-5, rtol=0)
 
 
+def test_lean_decoder_copies_no_weight_matrix_of_a_lora_model(tiny_model_dir):
+    """Sampling a LoRA policy reads the frozen weights and the adapters in place: every matrix the decoder holds
+    is one of the model's own tensors (a merged or fused copy would cost a model's worth of memory per call)."""
+    from rlvr.rollout.llama_decoder import LlamaDecoder, _LowRank, _Split
+
+    model, _ = _adapted(tiny_model_dir)
+    own = {p.data_ptr() for p in model.parameters()}
+    decoder = LlamaDecoder(model, 2, 8)
+    held = []
+    for entry in (w for layer in decoder.layers for w in layer):
+        for part in entry.parts if isinstance(entry, _Split) else [entry]:
+            held += [part.base, *(t for a, b, _ in part.adapters for t in (a, b))] if isinstance(part, _LowRank) else [part]
+    assert any(isinstance(w, _Split) for layer in decoder.layers for w in layer)
+    assert held and all(isinstance(t, torch.Tensor) and t.data_ptr() in own for t in held)
+
+
+def test_bfloat16_base_with_float32_adapter_samples_what_it_trains(tiny_model_dir):
+    """model.dtype=bfloat16 with LoRA: the frozen base weights are bfloat16, the trained adapter (its master
+    weights and gradients) float32; the engine's sampling log-probs equal the trainer's forward."""
+    model, tokenizer = load_model(tiny_model_dir, dtype="bfloat16", device="cpu")
+    model = apply_lora(model, LORA, tiny_model_dir)
+    assert {(p.dtype, p.requires_grad) for p in model.parameters()} == {(torch.bfloat16, False), (torch.float32, True)}
+    torch.manual_seed(0)
+    batch = build_engine("hf", model, tokenizer).generate([tokenizer.encode("3+4=")], SamplingParams(n=2, max_new_tokens=5))
+    model.train()
+    out = policy_forward(model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
+    out.logp.sum().backward()
+    m = batch.response_mask.bool()
+    torch.testing.assert_close(batch.logprobs[m], out.logp.detach()[m], atol=1e-4, rtol=0)
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and g.dtype == torch.float32 for g in grads)
+
+
 # ------------------------------------------------------------------------------------------ the run
 
 

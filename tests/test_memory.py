@@ -149,3 +149,51 @@ def test_gradient_checkpointing_reaches_a_lora_adapter(tiny_model_dir):
     assert grads[0] and all(g is not None and g.abs().sum() > 0 for g in grads[1].values())
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, atol=1e-6, rtol=0, msg=name)
+
+
+ALLOCATOR_CHILD = r"""
+import ctypes, importlib.util, sys
+spec = importlib.util.spec_from_file_location("allocator", sys.argv[2])  # the module alone: no torch in the child
+allocator = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(allocator)
+if sys.argv[1] == "fixed":
+    assert allocator.return_large_blocks_to_the_system()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+size = 8 << 20
+
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
+
+def touch_and_free():
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    libc.free(block)
+
+touch_and_free()  # the first large block is mapped on its own; freeing it is what raises glibc's threshold
+before = rss()
+touch_and_free()
+print(rss() - before)
+"""
+
+
+def test_freed_large_blocks_go_back_to_the_system():
+    """After return_large_blocks_to_the_system, a freed 8 MiB block leaves the resident set; with glibc's dynamic
+    threshold (the default) the same block stays in the process after it is freed."""
+    import os
+    import subprocess
+    import sys
+
+    from rlvr.train import allocator
+
+    if allocator._glibc() is None:
+        pytest.skip("glibc only")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}  # glibc's own defaults
+    retained = {}
+    for mode in ("default", "fixed"):
+        done = subprocess.run([sys.executable, "-c", ALLOCATOR_CHILD, mode, allocator.__file__], capture_output=True,
+                              text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        retained[mode] = int(done.stdout)
+    assert retained["default"] >= 6 << 20, retained
+    assert retained["fixed"] < 1 << 20, retained

@@ -10,9 +10,11 @@ with the model's (they agree to float32 rounding, about 1e-6). Models outside th
 MLP biases, rope scaling types other than the default, sliding windows), and models above 500M parameters
 (the fused weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
 
-A model with LoRA adapters (PEFT) is sampled with its CURRENT adapted weights W0 + (alpha / r) B A (Hu et al., 2021,
-Eq. 3), read when the decoder is built (each generate call), so sampling after an update uses the update; the same
-function as the adapted model's own forward, tested against it.
+A model with LoRA adapters (PEFT) is sampled with its CURRENT adapters, read when the decoder is built (each generate
+call), so sampling after an update uses the update. An adapted projection computes W0 x + (alpha / r) B (A x) (Hu et
+al., 2021, Eq. 3) from the frozen W0 and the adapter's own tensors, as PEFT's forward does, so sampling a LoRA policy
+copies no weight matrix: the memory a LoRA run saves is not spent again on a fused sampling copy. Projections of a
+model without adapters are fused and packed as above (a copy that holds only the packed form).
 """
 
 from __future__ import annotations
@@ -22,16 +24,42 @@ import torch.nn.functional as F
 
 
 class _Packed:
-    """A weight matrix reordered once for oneDNN's matrix multiply."""
+    """A weight matrix reordered once for oneDNN's matrix multiply (only the reordered copy is kept)."""
 
     def __init__(self, weight: torch.Tensor, rows: int):
-        self.weight = weight
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+
+
+class _LowRank:
+    """A LoRA-adapted projection: W0 x + sum over active adapters of scale * B (A x), from the layer's own tensors."""
+
+    def __init__(self, module):
+        self.base = module.base_layer.weight
+        self.adapters = [(module.lora_A[name].weight, module.lora_B[name].weight, module.scaling[name])
+                         for name in module.active_adapters if name in module.lora_A]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.linear(x, self.base)
+        for a, b, scale in self.adapters:
+            out = out + F.linear(F.linear(x.to(a.dtype), a), b).to(out.dtype) * scale
+        return out
+
+
+class _Split:
+    """Projections a fused matrix would concatenate, computed one by one (their outputs concatenated)."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([_linear(x, p) for p in self.parts], dim=-1)
 
 
 def _linear(x: torch.Tensor, weight) -> torch.Tensor:
     if isinstance(weight, _Packed):
         return torch.ops.mkldnn._linear_pointwise(x, weight.packed, None, "none", [], "")
+    if isinstance(weight, (_LowRank, _Split)):
+        return weight(x)
     return F.linear(x, weight)
 
 
@@ -50,6 +78,26 @@ def _plain_lora(module) -> bool:
     if not _is_adapted(module):
         return not hasattr(module, "base_layer")
     return not any(getattr(module, "use_dora", {}).values()) and not getattr(module, "lora_variant", None)
+
+
+def _live_adapter(module) -> bool:
+    """The layer adds an adapter's delta to its output now (adapters present, enabled, not merged into W0)."""
+    return (_is_adapted(module) and not getattr(module, "merged", False)
+            and not getattr(module, "disable_adapters", False)
+            and any(name in module.lora_A for name in module.active_adapters))
+
+
+def _projection(module):
+    """What a linear layer computes with: its weight, or for a layer with a live adapter a _LowRank (no copy)."""
+    return _LowRank(module) if _live_adapter(module) else _weight(module)
+
+
+def _fused(modules: list, copies: bool):
+    """One matrix for projections that read the same input (a copy, packed later), or, without ``copies``, the
+    projections kept apart so that no weight is copied."""
+    if not copies:
+        return _Split([_projection(m) for m in modules])
+    return torch.cat([_weight(m) for m in modules])
 
 
 def _weight(module) -> torch.Tensor:
@@ -80,19 +128,21 @@ class LlamaDecoder:
         self.lm_head = _weight(model.lm_head)
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
+        # a model with live adapters is sampled from its own tensors; others through fused, packed copies
+        copies = not any(_live_adapter(m) for m in inner.modules())
         self.layers = []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
             self.layers.append((
                 layer.input_layernorm.weight,
-                torch.cat([_weight(attn.q_proj), _weight(attn.k_proj), _weight(attn.v_proj)]),
-                _weight(attn.o_proj),
+                _fused([attn.q_proj, attn.k_proj, attn.v_proj], copies),
+                _projection(attn.o_proj),
                 layer.post_attention_layernorm.weight,
-                torch.cat([_weight(mlp.gate_proj), _weight(mlp.up_proj)]),
-                _weight(mlp.down_proj),
+                _fused([mlp.gate_proj, mlp.up_proj], copies),
+                _projection(mlp.down_proj),
             ))
         dtype, device = self.embed.dtype, self.embed.device
-        if device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
+        if copies and device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
             # oneDNN's pre-packed weights: the same product, about 1.3-1.8x faster for a few dozen rows
             try:
                 self.layers = [tuple(_Packed(w, rows) if w.dim() == 2 else w for w in layer) for layer in self.layers]
