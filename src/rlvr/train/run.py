@@ -20,6 +20,7 @@ from rlvr.models.lora import AdapterDisabled, apply_lora, load_adapter, require_
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import Task, load_data, make_sampler
+from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -180,6 +181,7 @@ class TrainingRun:
         self.dir = Path(cfg.train.out)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
+        return_large_blocks_to_the_system()  # host memory follows the live tensors (rlvr.train.allocator)
         seed_everything(cfg.train.seed)
         self.tasks = load_data(cfg.data, "train")
         check_verifiers(self.tasks, cfg.data.verifier, cfg.data.train)

@@ -23,6 +23,7 @@ from rlvr.config import Config, save_config
 from rlvr.models import load_model
 from rlvr.progress import progress_bar
 from rlvr.tasks import DataError, PromptSampler, Task, load_data
+from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -61,6 +62,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     run_dir = Path(cfg.train.out)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    return_large_blocks_to_the_system()
     seed_everything(cfg.train.seed)
     tasks = load_data(cfg.data, "train")
     completions = {task.id: completion_of(task, cfg.data.completion_field) for task in tasks}
