@@ -127,11 +127,38 @@ def test_rlvr_train_with_vllm_logs_the_mismatch_and_stays_in_sync(tmp_path):
     raw = one_digit_rl_config(model_dir, tmp_path / "run", algo={"entropy_coef": 0.1}, steps=3, lr=3e-3)
     raw["data"]["prompts_per_step"] = 8
     raw["rollout"].update({"group_size": 4, "max_new_tokens": 6, "engine": "vllm",
-                           "engine_options": {"kv_cache_gib": 1, "max_model_len": 64}})
-    rows = read_metrics(train(config_from_dict(raw)))
+                           "engine_options": {"kv_cache_gib": 1}})
+    rows = read_metrics(train(config_from_dict(raw)))  # its engine shares the process's vLLM with the module's
     assert [r["step"] for r in rows] == [1, 2, 3]
     for row in rows:
         for key in MISMATCH_KEYS:
             assert isinstance(row[key], float), key
         assert row["rollout_kl"] < 1e-6 and abs(row["rollout_ratio_max"] - 1) < 1e-3, row
         assert row["updates"] >= 1
+
+
+@needs_vllm
+def test_a_lora_policy_reaches_the_engine_merged(engine, policy, tmp_path):
+    """With a LoRA adapter, the engine gets base weights plus the adapter's delta (vLLM serves the merged model)."""
+    pytest.importorskip("peft")
+    from rlvr.models.lora import apply_lora
+
+    model, tokenizer = policy
+    engine.weight_sync = "inplace"
+    # the training run's engine had the process's vLLM last: taking its turn back, this engine reloads its weights
+    torch.manual_seed(2)
+    batch = engine.generate(prompts_of(tokenizer), SamplingParams(n=2, max_new_tokens=10))
+    torch.testing.assert_close(batch.logprobs, hf_logprobs(model, batch), atol=1e-5, rtol=0)
+    lora = apply_lora(model, {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}, tmp_path)
+    optimizer = torch.optim.AdamW([p for p in lora.parameters() if p.requires_grad], lr=1e-2)
+    ids = torch.tensor([tokenizer("1+2=3")["input_ids"]])
+    for _ in range(2):  # lora_B starts at zero: the second step moves the delta in both factors
+        lora(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    engine.sync_weights(lora)
+    torch.manual_seed(2)
+    batch = engine.generate(prompts_of(tokenizer), SamplingParams(n=2, max_new_tokens=10))
+    torch.testing.assert_close(batch.logprobs, hf_logprobs(lora, batch), atol=1e-5, rtol=0)
+    with lora.disable_adapter():
+        assert float((batch.logprobs - hf_logprobs(lora, batch)).abs().max()) > 1e-2

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import shutil
 import tempfile
@@ -73,6 +74,7 @@ def save_policy(model: torch.nn.Module, tokenizer, folder: Path) -> Path:
     base = _unwrap(model)
     config = copy.deepcopy(base.config)
     config.tie_word_embeddings = False
+    config.architectures = [type(base).__name__]  # as save_pretrained records it
     config.save_pretrained(folder)
     if getattr(base, "generation_config", None) is not None:
         base.generation_config.save_pretrained(folder)
@@ -111,14 +113,42 @@ def _process_state_kept():
             torch.cuda.set_rng_state_all(cuda_states)
 
 
+class _Live:
+    """The process's one vLLM engine. vLLM keeps its distributed state process-wide and tears it down when any
+    in-process engine shuts down, so two cannot live side by side: engines with the same ``key`` (model shape and
+    options) share it, each loading its own weights when it takes its turn; another key shuts it down first."""
+
+    llm = None
+    key: str | None = None
+    owner = None  # weakref to the VLLMEngine whose weights the engine holds
+
+    @classmethod
+    def acquire(cls, key: str, build):
+        if cls.key != key:
+            cls.shutdown()
+            cls.llm, cls.key = build(), key
+        return cls.llm
+
+    @classmethod
+    def shutdown(cls) -> None:
+        if cls.llm is not None:
+            cls.llm.llm_engine.engine_core.shutdown()
+        cls.llm = cls.key = cls.owner = None
+
+
+def shutdown_vllm() -> None:
+    """Shut down the process's vLLM engine (an engine used afterwards starts a new one)."""
+    _Live.shutdown()
+
+
 class VLLMEngine:
     """Samples with a vLLM ``LLM`` built from the trainer's model; see the module docstring."""
 
     logprobs_serve_as_old_policy = False
 
     def __init__(self, model: torch.nn.Module, tokenizer, *, max_model_len: int | None = None, batch_size: int = 0,
-                 kv_cache_gib: int = 1, weight_sync: str = "inplace", dtype: str | None = None, seed: int = 0,
-                 workdir: str | None = None, llm: dict[str, Any] | None = None):
+                 kv_cache_gib: float | None = None, weight_sync: str = "inplace", dtype: str | None = None,
+                 seed: int = 0, workdir: str | None = None, llm: dict[str, Any] | None = None):
         if weight_sync not in WEIGHT_SYNCS:
             raise ValueError(f"rollout.engine_options.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, "
                              f"got {weight_sync!r}")
@@ -129,6 +159,7 @@ class VLLMEngine:
         vllm = import_vllm()
         self._vllm = vllm
         self.weight_sync = weight_sync
+        self.model = model
         self.pad_id = tokenizer.pad_token_id
         eos = _unwrap(model).generation_config.eos_token_id
         if eos is None:
@@ -140,30 +171,61 @@ class VLLMEngine:
         self.folder = Path(workdir or tmp) / "policy"
         self.folder.mkdir(parents=True, exist_ok=True)
         save_policy(model, tokenizer, self.folder)
-        config = _unwrap(model).config
         if dtype is None:
             dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         # One engine core in this process (no engine or worker subprocesses), so that weights pass as tensors.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))  # GiB of KV cache (vLLM's CPU backend)
+        if weight_sync == "inplace" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
+            raise ValueError("rollout.engine_options.weight_sync: 'inplace' needs vLLM's engine in this process, but "
+                             "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
+                             f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}; unset it or use weight_sync: disk")
         options = {"enforce_eager": True, "enable_prefix_caching": True,
                    "logprobs_mode": "processed_logprobs", **llm}
+        if kv_cache_gib is None and not torch.cuda.is_available():
+            kv_cache_gib = 1.0  # vLLM's CPU backend would otherwise size it from the machine's free memory
+        if kv_cache_gib is not None:
+            options.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * 2**30))
         if batch_size:
             options.setdefault("max_num_seqs", batch_size)
-        with _process_state_kept():
-            self.llm = vllm.LLM(model=str(self.folder), dtype=dtype, seed=seed,
-                                max_model_len=max_model_len or config.max_position_embeddings, **options)
+        options.update(dtype=dtype, seed=seed,
+                       max_model_len=max_model_len or _unwrap(model).config.max_position_embeddings)
+        self._options = options
+        shape = {k: v for k, v in json.loads((self.folder / "config.json").read_text()).items()
+                 if not k.startswith("_") and k not in ("transformers_version", "dtype", "torch_dtype")}
+        self._key = json.dumps([shape, options], sort_keys=True, default=str)
+        self._take_turn(starting=True)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.device = next(model.parameters()).device  # where the batches go: the trainer's device
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Load the model's current weights into vLLM in place and drop the prefix cache built from the old ones."""
+    def _build(self):
+        with _process_state_kept():
+            return self._vllm.LLM(model=str(self.folder), **self._options)
+
+    def _take_turn(self, starting: bool = False):
+        """Make the process's vLLM engine this engine's, holding this engine's current weights."""
+        started = _Live.key != self._key
+        self.llm = _Live.acquire(self._key, self._build)
+        if _Live.owner is None or _Live.owner() is not self:
+            if not (starting and started):  # one built while this engine starts loaded its folder: same weights
+                self._push(self.model)
+            _Live.owner = weakref.ref(self)
+        return self.llm
+
+    def _push(self, model: torch.nn.Module) -> None:
         if self.weight_sync == "inplace":
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model)})
         else:
             save_weights(model, self.folder)
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.folder)})
         self.llm.reset_prefix_cache()
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Load the model's current weights into vLLM in place and drop the prefix cache built from the old ones."""
+        self.model = model
+        if _Live.key == self._key and _Live.owner is not None and _Live.owner() is self:
+            self._push(model)
+        else:
+            self._take_turn()
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
         expanded = [p for p in prompts for _ in range(params.n)]
@@ -180,7 +242,7 @@ class VLLMEngine:
             top_k=params.top_k if params.top_k > 0 else -1, seed=seed, logprobs=0, stop_token_ids=self.eos_ids,
             detokenize=False) for seed in seeds]
         requests = [{"prompt_token_ids": p} for p in expanded]
-        outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        outputs = self._take_turn().generate(requests, sampling, use_tqdm=False)
 
         n, width = len(expanded), max(1, params.max_new_tokens)
         response_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
@@ -204,7 +266,9 @@ class VLLMEngine:
             group_index)))
 
     def close(self) -> None:
-        """Free the engine and the temporary folder it was started from."""
-        self.llm = None
+        """Remove the temporary folder the engine was started from; the process's vLLM engine stays up for the
+        next engine with the same model shape (``shutdown_vllm()`` frees it)."""
+        if _Live.owner is not None and _Live.owner() is self:
+            _Live.owner = None
         if self._remove_tmp is not None:
             self._remove_tmp()
