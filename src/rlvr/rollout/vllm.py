@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -47,7 +48,16 @@ def import_vllm():
         import vllm
     except ImportError as err:
         raise ImportError(MISSING) from err
+    reload_log = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    if _rotary_notice not in reload_log.filters:
+        reload_log.addFilter(_rotary_notice)
     return vllm
+
+
+def _rotary_notice(record: logging.LogRecord) -> bool:
+    """False for vLLM's warning, on every in-place reload, that the rotary embedding got no weights: it has none
+    (its cos/sin table is derived from the config and is kept), so the warning would repeat every step for nothing."""
+    return not record.getMessage().startswith("RotaryEmbedding: Failed to load weights")
 
 
 def policy_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
