@@ -248,7 +248,7 @@ def test_section_not_a_mapping(tmp_path, yaml_text, message):
         ("rollout.top_p=1.5", "rollout.top_p: expected 0 < top_p <= 1, got 1.5"),
         ("rollout.top_k=-1", "rollout.top_k: expected >= 0 (0 = off), got -1"),
         ("rollout.batch_size=-1", "rollout.batch_size: expected >= 0 (0 = all), got -1"),
-        ("rollout.engine=vllm", "rollout.engine: expected a registered engine: hf, got 'vllm'"),
+        ("rollout.engine=sglang", "rollout.engine: expected a registered engine: hf, vllm, got 'sglang'"),
         ("train.lr=0", "train.lr: expected > 0, got 0.0"),
         ("train.lr=-1e-5", "train.lr: expected > 0, got -1e-05"),
         ("algo.clip_low=-0.1", "algo.clip_low: expected >= 0, got -0.1"),
