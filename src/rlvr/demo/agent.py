@@ -26,12 +26,12 @@ from rlvr.demo import MODEL, DemoResult, heldout_pass_at_1, rl_config, rl_phase,
 from rlvr.demo import RL_CONFIG as SINGLE_TURN_RL
 from rlvr.jsonl import write_jsonl
 from rlvr.models import build_tiny_model
-from rlvr.progress import progress_bar
 from rlvr.rollout.agent import run_episodes
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.tasks.arithmetic import split_of
 from rlvr.tasks.base import Task
 from rlvr.train.loop import seed_everything
+from rlvr.train.sft import sft
 
 # Assistant turns end with EOS, so each turn of an episode ends where the model stops.
 AGENT_TEMPLATE = (
@@ -127,30 +127,24 @@ def transcripts(tokenizer, tasks: list[Task], seed: int, tool_share: float) -> l
     return out
 
 
+def transcript_batch(pad_id: int):
+    """A ``make_batch`` for rlvr.train.sft: right-padded (input ids, labels) transcripts with their attention mask."""
+    def make_batch(picks: list[tuple[list[int], list[int]]], device) -> dict[str, torch.Tensor]:
+        width = max(len(ids) for ids, _ in picks)
+        ids = torch.full((len(picks), width), pad_id)
+        labels = torch.full((len(picks), width), -100)
+        mask = torch.zeros((len(picks), width), dtype=torch.long)
+        for i, (x, y) in enumerate(picks):
+            ids[i, : len(x)], labels[i, : len(y)], mask[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
+        return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
+    return make_batch
+
+
 def sft_transcripts(model, tokenizer, rows: list[tuple[list[int], list[int]]], *, steps: int, batch_size: int,
                     lr: float, seed: int, progress: bool) -> list[float]:
     """AdamW on random batches of transcripts, cross-entropy on the labelled (model-written) tokens only."""
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    history = []
-    with progress_bar(steps, "sft", enabled=progress) as bar:
-        for _ in range(steps):
-            picks = [rows[i] for i in torch.randint(len(rows), (batch_size,), generator=generator).tolist()]
-            width = max(len(ids) for ids, _ in picks)
-            ids = torch.full((batch_size, width), tokenizer.pad_token_id)
-            labels = torch.full((batch_size, width), -100)
-            mask = torch.zeros((batch_size, width), dtype=torch.long)
-            for i, (x, y) in enumerate(picks):
-                ids[i, : len(x)], labels[i, : len(y)], mask[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            history.append(loss.item())
-            bar.advance(f"loss {history[-1]:.3f}")
-    return history
+    return sft(model, tokenizer, rows, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=progress,
+               make_batch=transcript_batch(tokenizer.pad_token_id))
 
 
 def run_agent_demo(out: Path, *, seed: int = 0, progress: bool = True, sft_steps: int = SFT_STEPS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from rlvr.models import encode_prompt
@@ -37,9 +39,13 @@ def sft(
     lr: float = 1e-3,
     seed: int = 0,
     progress: bool = True,
+    make_batch: Callable[[list, torch.device], dict[str, torch.Tensor]] | None = None,
 ) -> list[float]:
-    """Train ``model`` in place for ``steps`` AdamW steps on random batches of ``pairs``; returns the losses."""
+    """Train ``model`` in place for ``steps`` AdamW steps on random batches of ``pairs``; returns the losses.
+    ``make_batch(items, device)`` turns picked items into model inputs with labels (default: ``sft_batch`` on
+    (prompt, completion) pairs)."""
     device = next(model.parameters()).device
+    make_batch = make_batch or (lambda items, dev: sft_batch(tokenizer, items, dev))
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -47,7 +53,7 @@ def sft(
     with progress_bar(steps, "sft", enabled=progress) as bar:
         for _ in range(steps):
             picks = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
-            loss = model(**sft_batch(tokenizer, [pairs[i] for i in picks], device)).loss
+            loss = model(**make_batch([pairs[i] for i in picks], device)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
