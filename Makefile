@@ -45,7 +45,7 @@ $(VLLM_VENV)/.installed-rlvr: $(VLLM_VENV)/.installed pyproject.toml $(LOCK)
 	$(VLLM_BIN)/pip freeze --exclude-editable | sed 's/[=@ ].*//' | tr 'A-Z_' 'a-z-' > $(VLLM_VENV)/vllm-packages.txt
 	awk -F'==' 'NR==FNR {have[$$1]; next} /==/ {n = tolower($$1); gsub("_", "-", n); if (!(n in have)) print}' \
 	  $(VLLM_VENV)/vllm-packages.txt $(LOCK) > $(VLLM_VENV)/constraints.txt
-	$(VLLM_BIN)/pip install --quiet -c $(VLLM_VENV)/constraints.txt -e '.[lora]' pytest
+	$(VLLM_BIN)/pip install --quiet -c $(VLLM_VENV)/constraints.txt -e '.[lora,ray]' pytest
 	touch $@
 vllm-env: $(VLLM_VENV)/.installed-rlvr
 
