@@ -51,7 +51,7 @@ def watch_driver(pid: int | None = None, *, every_s: float = 0.5) -> threading.T
     return thread
 
 
-def _processes() -> dict[int, tuple[int, int]]:
+def process_table() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, start time in clock ticks) of every process, from /proc."""
     table: dict[int, tuple[int, int]] = {}
     for entry in os.listdir("/proc"):
@@ -80,10 +80,10 @@ def guard_tree(driver: int, *, every_s: float = 0.5) -> None:
     known: dict[int, int] = {}
     me = os.getpid()
     while driver_alive(driver):
-        table = _processes()
+        table = process_table()
         known.update({pid: table[pid][1] for pid in descendants({driver}, table) - {me}})
         time.sleep(every_s)
-    table = _processes()
+    table = process_table()
     alive = {pid for pid, start in known.items() if pid in table and table[pid][1] == start}
     for pid in alive | (descendants(alive, table) - {me}):
         try:
