@@ -13,7 +13,7 @@ Each layout runs as `rlvr train` for --steps steps; seconds per step is the medi
 (metrics.jsonl "time_s": sampling, scoring, updates, the weight sync and logging) over its steps after the first,
 so start-up (torchrun, a local Ray cluster, actors, model loading) is left out and a passing load spike on a
 shared machine moves the figure little. The median over --repeats runs is reported. An engine that is not
-installed (vllm) is reported as skipped, with the reason.
+installed (vllm) is reported as skipped, a run that fails or passes --timeout as failed, each with the reason.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,24 +74,29 @@ def command(model_dir: Path, layout: str, engine: str, steps: int, out: Path, th
             *(f"{k}={v}" for k, v in overrides.items())]
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+def run(cmd: list[str], env: dict[str, str], timeout_s: float) -> str | None:
+    """Run one layout; None when it finished, else why not (a failure or a run past ``timeout_s``)."""
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"no result within {timeout_s:.0f} s: {' '.join(cmd)}"
     if done.returncode != 0:
-        raise SystemExit(f"command failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}")
-    return elapsed
+        return f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}"
+    return None
 
 
 def seconds_per_step(model_dir: Path, layout: str, engine: str, workdir: Path, cores: int, steps: int, repeat: int,
-                     threads: int | None = None) -> float:
+                     threads: int | None = None, timeout_s: float = 900) -> float:
+    """The median logged step time of one run after its first step; RuntimeError (with the reason) if it fails."""
     learners = int(LAYOUTS[layout]["cluster.learners"])
     threads = threads or max(1, cores // learners)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.setdefault("RAY_TMPDIR", str(workdir / "ray"))
     out = workdir / f"{model_dir.name}-{layout}-{engine}-{repeat}"
-    timed(command(model_dir, layout, engine, steps, out, threads), env)
+    failure = run(command(model_dir, layout, engine, steps, out, threads), env, timeout_s)
+    if failure:
+        raise RuntimeError(failure)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return statistics.median(r["time_s"] for r in rows[1:])
 
@@ -108,6 +112,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch threads of every learner rank (default: cores / learners); "
                         "1 compares one core per learner, the fair figure on a machine others load too")
     parser.add_argument("--workdir", help="where models and runs go (default: a temporary folder)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one layout's run may take")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-scaling-"))
@@ -128,15 +133,21 @@ def main() -> None:
                     results.append({"size": size, "engine": engine, "layout": layout, "skipped": why})
                     cells.append(f"{'skipped':>9}")
                     continue
-                runs = [seconds_per_step(model_dir, layout, engine, workdir, args.cores, args.steps, i, args.threads)
-                        for i in range(args.repeats)]
+                try:
+                    runs = [seconds_per_step(model_dir, layout, engine, workdir, args.cores, args.steps, i, args.threads,
+                                             args.timeout) for i in range(args.repeats)]
+                except RuntimeError as failure:
+                    results.append({"size": size, "engine": engine, "layout": layout, "failed": str(failure)})
+                    cells.append(f"{'failed':>9}")
+                    continue
                 value = statistics.median(runs)
                 results.append({"size": size, "engine": engine, "layout": layout, "s_per_step": value, "runs": runs})
                 cells.append(f"{value:>9.3f}")
             print(f"{size:<5} {engine:<6} " + " ".join(cells), flush=True)
     for r in results:
-        if "skipped" in r:
-            print(f"skipped {r['size']} {r['engine']} {r['layout']}: {r['skipped']}")
+        for outcome in ("skipped", "failed"):
+            if outcome in r:
+                print(f"{outcome} {r['size']} {r['engine']} {r['layout']}: {r[outcome]}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

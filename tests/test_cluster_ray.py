@@ -30,7 +30,9 @@ def ray_cluster(tmp_path_factory):
     os.environ.update(HOME=str(home), OMP_NUM_THREADS="1")
     from rlvr.cluster.ray_backend import actor_env
 
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(home / "ray"), runtime_env={"env_vars": actor_env()},
+    env = actor_env()  # the tests' folder too: actors of classes defined here import them from this module
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], os.path.dirname(__file__)])
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(home / "ray"), runtime_env={"env_vars": env},
              log_to_driver=False)
     yield
     ray.shutdown()
@@ -108,3 +110,34 @@ def test_train_on_ray_with_two_learners_and_two_rollout_workers(ray_cluster, war
     trained = AutoModelForCausalLM.from_pretrained(run_dir / "checkpoint-3").state_dict()
     start = AutoModelForCausalLM.from_pretrained(warm_model_dir).state_dict()
     assert any(not torch.equal(trained[k], start[k]) for k in start)
+
+
+class GpuEngineStandIn:
+    """Records the weight-transfer calls a rollout worker's vLLM engine would receive over NCCL (no GPU here)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def weight_transfer(self, call, payload=None):
+        self.calls.append((call, payload))
+
+    def seen(self):
+        return self.calls
+
+
+def test_weight_broadcast_client_drives_every_worker_in_protocol_order(ray_cluster):
+    from rlvr.cluster.weight_transfer import WorkerClient
+
+    workers = [ray.remote(num_cpus=0.1)(GpuEngineStandIn).remote() for _ in range(2)]
+    client = WorkerClient(ray, workers, ranks_per_worker=2)
+    client.init_weight_transfer_engine({"master_address": "127.0.0.1", "master_port": 1, "world_size": 5,
+                                        "rank_offset": 1})
+    update = {"names": ["lm_head.weight"], "dtype_names": ["float32"], "shapes": [[4, 2]]}
+    client.start_weight_update()
+    client.update_weights(update)
+    client.finish_weight_update()
+    seen = ray.get([w.seen.remote() for w in workers])
+    assert [[call for call, _ in calls] for calls in seen] == [
+        ["init_weight_transfer_engine", "start_weight_update", "update_weights", "finish_weight_update"]] * 2
+    assert [calls[0][1]["rank_offset"] for calls in seen] == [1, 3]
+    assert all(calls[2][1] == update for calls in seen)

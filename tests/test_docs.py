@@ -95,3 +95,21 @@ def test_agents_doc_tool_and_environment_examples_run(capsys):
     finally:
         unregister_tool("population")
         unregister_env("guess")
+
+
+def test_scaling_doc_configs_are_valid_layouts(tmp_path):
+    """Every config of docs/scaling.md, laid over examples/arithmetic.yaml, validates and passes the layout checks
+    `rlvr train` makes before it starts anything."""
+    import yaml
+
+    from rlvr.cluster import check_layout
+    from rlvr.config import load_config
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (DOCS / "scaling.md").read_text(), re.S)
+    assert len(blocks) == 4
+    for i, block in enumerate(blocks):
+        overrides = [f"{section}.{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+                     for section, keys in yaml.safe_load(block).items() for key, value in keys.items()]
+        cfg = load_config(DOCS.parent / "examples" / "arithmetic.yaml", overrides)
+        check_layout(cfg)
+        assert cfg.model.device == "cuda" and cfg.model.dtype == "bfloat16", i

@@ -9,6 +9,7 @@ is the costly part.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -162,3 +163,49 @@ def test_a_lora_policy_reaches_the_engine_merged(engine, policy, tmp_path):
     torch.testing.assert_close(batch.logprobs, hf_logprobs(lora, batch), atol=1e-5, rtol=0)
     with lora.disable_adapter():
         assert float((batch.logprobs - hf_logprobs(lora, batch)).abs().max()) > 1e-2
+
+
+@needs_vllm
+def test_the_nccl_broadcast_sends_what_the_engine_started_from(engine, policy):
+    """The weight source of the NCCL path (GPUs; the broadcast itself cannot run here) declares exactly what it
+    yields, under the names and shapes of the folder vLLM loaded; on a machine without CUDA the option is refused."""
+    from safetensors import safe_open
+
+    from rlvr.cluster.weight_transfer import policy_source
+
+    model, tokenizer = policy
+    source = policy_source(model)
+    declared = [(m.name, m.dtype, m.shape) for m in source.metadata()]
+    sent = list(source)
+    assert declared == [(name, t.dtype, tuple(t.shape)) for name, t in sent]
+    assert all(t.is_contiguous() for _, t in sent)
+    with safe_open(str(engine.folder / "model.safetensors"), "pt") as f:
+        assert {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()} == {n: s for n, _, s in declared}
+    assert "lm_head.weight" in dict(sent)  # the engine's head is untied: it is sent under its own name
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="weight_sync: 'nccl'.*no CUDA device"):
+            build_engine("vllm", model, tokenizer, weight_sync="nccl")
+
+
+@needs_vllm
+def test_two_torchrun_learners_train_with_vllm_in_its_own_process(tmp_path):
+    """`cluster.learners=2` with rollout.engine=vllm: vLLM would take the learners' torch.distributed world as its own
+    and wait for rank 1 inside its start-up, so on a learner rank it runs in a spawned process and reloads each
+    update from disk. The run completes and every step samples from the updated weights."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    model_dir = save_tiny_model(tmp_path / "model", SPEC, seed=0)
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "rlvr.cli", "train", str(root / "examples" / "arithmetic.yaml"),
+           f"model.path={model_dir}", f"train.out={tmp_path / 'run'}", "data.train=arithmetic:train:digits=1",
+           "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=6", "rollout.engine=vllm",
+           "rollout.engine_options={kv_cache_gib: 1}", "algo.entropy_coef=0.1", "train.lr=3e-3", "train.steps=3",
+           "train.progress=false", "cluster.learners=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root / "src")}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["rollout_kl"] < 1e-6 for r in rows), rows

