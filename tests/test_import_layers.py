@@ -21,8 +21,9 @@ LAYERS: dict[str, int] = {
     "config": 5,
     "eval": 6,
     "train": 7,
-    "demo": 8, "serve": 8, "audit": 8, "cluster": 8,
-    "cli": 9, "__main__": 9,
+    "serve": 8, "audit": 8, "cluster": 8,
+    "demo": 9,  # the demo's RL phase runs in the layout of its cluster section
+    "cli": 10, "__main__": 10,
 }
 
 

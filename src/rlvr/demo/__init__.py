@@ -27,7 +27,8 @@ from rlvr.models import TinySpec, build_tiny_model, load_model
 from rlvr.rollout import build_engine
 from rlvr.rollout.episodes import Scoring
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems, sample_problems
-from rlvr.train import sft, train
+from rlvr.cluster import launch
+from rlvr.train import sft
 from rlvr.train.loop import seed_everything
 
 MODEL = TinySpec(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
@@ -140,7 +141,7 @@ def rl_phase(model, tokenizer, heldout, out: Path, make_config: Callable[[Path],
     heldout_dir = out / "heldout"
     before = heldout_pass_at_1(model, tokenizer, heldout, cfg, heldout_dir / "heldout-before-rl.json")
     print(f"demo: after the supervised warm start, held-out pass@1 = {100 * before:.1f}%")
-    run_dir = train(cfg)
+    run_dir = launch(cfg)  # one process, or the layout the cluster section asks for (cluster.backend=ray, ...)
     final = run_dir / f"checkpoint-{cfg.train.steps}"
     trained, trained_tokenizer = load_model(final)
     after = heldout_pass_at_1(trained, trained_tokenizer, heldout, cfg, heldout_dir / "heldout-after-rl.json")
