@@ -26,6 +26,7 @@ import torch
 from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
 from rlvr.config import Config
 from rlvr.train.group import SINGLE, LearnerGroup
+from rlvr.train.master_weights import adamw
 from rlvr.train.policy import ValueHead, policy_forward
 
 
@@ -255,8 +256,7 @@ class SeparateCritic(StepPart):
         self.model = copy.deepcopy(policy).train()
         self.head = ValueHead(policy.config.hidden_size).to(next(policy.parameters()).device)
         self.params = list(self.model.parameters()) + list(self.head.parameters())
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.algo.critic_lr or cfg.train.lr,
-                                           weight_decay=cfg.train.weight_decay)
+        self.optimizer = adamw(self.params, lr=cfg.algo.critic_lr or cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.steps_done = 0
 
     @property

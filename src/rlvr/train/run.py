@@ -28,6 +28,7 @@ from rlvr.train.checkpoint import (
 from rlvr.train.collector import Collector
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.manifest import write_manifest
+from rlvr.train.master_weights import adamw
 from rlvr.train.metrics import LoggerUnavailable, MetricsLog, NullLog, check_loggers
 from rlvr.train.parts import PartContext, build_parts
 from rlvr.verifiers import default_runner
@@ -65,13 +66,9 @@ def reward_spec(cfg: Config):
 
 
 def make_optimizer(params: list[torch.nn.Parameter], cfg: Config) -> torch.optim.Optimizer:
-    """AdamW; its fused kernel (one pass over all parameters instead of a dozen ops per tensor) where torch
-    has one for the parameters' device."""
-    kwargs = dict(lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    try:
-        return torch.optim.AdamW(params, fused=True, **kwargs)
-    except (RuntimeError, ValueError, TypeError):
-        return torch.optim.AdamW(params, **kwargs)
+    """The policy's AdamW (rlvr.train.master_weights.adamw: float32 master weights for low-precision parameters,
+    without which most small updates would round away)."""
+    return adamw(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
 
 def lr_factor(step: int, cfg: Config) -> float:
