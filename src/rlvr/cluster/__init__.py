@@ -8,9 +8,17 @@ the rollout engines and the reward scorers. ``launch`` is what `rlvr train` call
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from rlvr.config import Config, ConfigError
+
+
+def free_port() -> int:
+    """A TCP port nothing on this host listens on now (for a rendezvous that rank 0 hosts)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def check_layout(cfg: Config) -> None:

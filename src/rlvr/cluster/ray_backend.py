@@ -23,10 +23,12 @@ from typing import Any
 import torch
 
 from rlvr.cluster.lifeline import start_guard
-from rlvr.cluster.weight_transfer import NcclSender, free_port
+from rlvr.cluster import free_port
+from rlvr.cluster.weight_transfer import NcclSender
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.base import RolloutBatch, concat_batches
+from rlvr.rollout.vllm import engine_ranks
 from rlvr.train.run import prepare_run_dir
 from rlvr.verifiers import default_runner, set_default_runner
 from rlvr.verifiers.runner.api import RewardRunner
@@ -210,8 +212,7 @@ class RolloutPool:
         if self.transfer and self.device.type != "cuda":
             raise ValueError("rollout.engine_options.weight_sync: 'nccl' broadcasts from the main learner's GPU, but "
                              f"the learner runs on {self.device.type}; use model.device=cuda or weight_sync: inplace")
-        llm = options.get("llm") or {}
-        self.ranks_per_worker = llm.get("tensor_parallel_size", 1) * llm.get("pipeline_parallel_size", 1)
+        self.ranks_per_worker = engine_ranks(options.get("llm") or {})
         self.replacements = 0
 
     def _start(self):

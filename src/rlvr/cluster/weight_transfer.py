@@ -10,19 +10,12 @@ Untested on CPU machines (NCCL needs CUDA devices); written against vLLM's docum
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import torch
 
+from rlvr.cluster import free_port
 from rlvr.rollout.vllm import policy_weights
-
-
-def free_port() -> int:
-    """A TCP port nothing on this host listens on now."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def worker_init_infos(init_info: dict[str, Any], workers: int, ranks_per_worker: int) -> list[dict[str, Any]]:

@@ -44,6 +44,11 @@ TRANSFER_CALLS = ("init_weight_transfer_engine", "start_weight_update", "update_
 _SEED_BOUND = 2**31 - 1
 
 
+def engine_ranks(llm: dict[str, Any]) -> int:
+    """The worker processes (tensor x pipeline parallel ranks) of a vLLM engine built with these ``LLM`` options."""
+    return llm.get("tensor_parallel_size", 1) * llm.get("pipeline_parallel_size", 1)
+
+
 def import_vllm():
     """The vllm module, or an ImportError that says how to install it."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's start-up report would drown the trainer's log
@@ -198,7 +203,7 @@ class VLLMEngine:
             raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process, but "
                              "this process is one of several learner ranks, where vLLM runs in a process of its own; "
                              "use weight_sync: disk (the default there) or cluster.backend=ray")
-        if weight_sync == "inplace" and llm.get("tensor_parallel_size", 1) * llm.get("pipeline_parallel_size", 1) > 1:
+        if weight_sync == "inplace" and engine_ranks(llm) > 1:
             raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process; "
                              "with several vLLM workers (tensor/pipeline parallel) use weight_sync: disk")
         vllm = import_vllm()
