@@ -21,6 +21,7 @@ def _cfg(tmp_path, cluster, rollout=None, **algo):
     ({"rollout_workers": 2}, {}, {}, "cluster.rollout_workers=2 needs cluster.backend=ray"),
     ({"reward_workers": 1}, {}, {}, "cluster.reward_workers=1 needs cluster.backend=ray"),
     ({"async_rollouts": 1}, {}, {}, "cluster.async_rollouts=1 needs cluster.backend=ray"),
+    ({"address": "auto"}, {}, {}, "cluster.address=auto joins an existing Ray cluster and needs cluster.backend=ray"),
     ({"learners": 2, "learner_strategy": "fsdp2"}, {}, {"ref_update_every": 5}, "algo.ref_update_every"),
     ({}, {"engine": "vllm", "engine_options": {"weight_sync": "nccl"}}, {},
      "rollout.engine_options.weight_sync=nccl needs cluster.backend=ray"),

@@ -209,3 +209,36 @@ def test_two_torchrun_learners_train_with_vllm_in_its_own_process(tmp_path):
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["rollout_kl"] < 1e-6 for r in rows), rows
+
+
+@needs_vllm
+def test_ray_rollout_workers_train_with_vllm_and_leave_no_weight_folder(tmp_path):
+    """`cluster.backend=ray` with a vLLM rollout worker: each step samples from the weights the learner sent (Ray's
+    object store, then an in-place reload), and closing the run removes the folder each worker's vLLM loaded its
+    first weights from (a Ray actor is killed without exit handlers, so the worker removes it before)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    model_dir = save_tiny_model(tmp_path / "model", SPEC, seed=0)
+    root = Path(__file__).resolve().parents[1]
+    worker_tmp = tmp_path / "tmp"
+    worker_tmp.mkdir()
+    ray_tmp = tempfile.mkdtemp(prefix="rlvr-ray-")  # short: Ray's socket paths have a length limit
+    cmd = [sys.executable, "-m", "rlvr.cli", "train", str(root / "examples" / "arithmetic.yaml"),
+           f"model.path={model_dir}", f"train.out={tmp_path / 'run'}", "data.train=arithmetic:train:digits=1",
+           "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=6", "rollout.engine=vllm",
+           "rollout.engine_options={kv_cache_gib: 1}", "algo.entropy_coef=0.1", "train.lr=3e-3", "train.steps=2",
+           "train.progress=false", "cluster.backend=ray", "cluster.rollout_workers=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root / "src"), "HOME": str(tmp_path),
+           "RAY_TMPDIR": ray_tmp, "TMPDIR": str(worker_tmp)}
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    finally:
+        subprocess.run(["rm", "-rf", ray_tmp], check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["rollout_kl"] < 1e-6 for r in rows), rows
+    assert not list(worker_tmp.glob("rlvr-vllm-*"))

@@ -30,6 +30,9 @@ def check_layout(cfg: Config) -> None:
             if value != single:
                 raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend's engine shares "
                                   f"the main learner's model; use cluster.{key}={single} or cluster.backend=ray)")
+    if c.backend == "local" and c.address is not None:
+        raise ConfigError(f"cluster.address={c.address} joins an existing Ray cluster and needs cluster.backend=ray "
+                          "(the local backend starts no cluster)")
     if c.backend == "local" and cfg.rollout.engine_options.get("weight_sync") == "nccl":
         raise ConfigError("rollout.engine_options.weight_sync=nccl needs cluster.backend=ray (it broadcasts the "
                           "learner's weights to rollout workers on other GPUs; one process uses weight_sync=inplace)")

@@ -35,6 +35,7 @@ from rlvr.verifiers.runner.api import RewardRunner
 
 ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 MAX_REPLACEMENTS = 3  # a share of a step is redone at most this many times before the step fails
+CLOSE_TIMEOUT_S = 30  # how long workers get to clean up before they are killed
 
 
 class RayUnavailable(ValueError):
@@ -176,6 +177,13 @@ class RolloutWorker:
     def weight_transfer(self, call: str, payload=None) -> None:
         self.engine.weight_transfer(call, payload)
 
+    def close(self) -> None:
+        """Let the engine remove what it keeps on disk (vLLM: the folder it loads weights from); a killed actor
+        runs no exit handlers."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> RolloutBatch:
         torch.manual_seed(seed)
         with torch.no_grad():
@@ -271,6 +279,10 @@ class RolloutPool:
         if self.sender is not None:
             self.sender.close()
             self.sender = None
+        try:
+            self.ray.get([w.close.remote() for w in self.workers], timeout=CLOSE_TIMEOUT_S)
+        except Exception:  # a dead or stuck worker: killed below all the same
+            pass
         for w in self.workers:
             self.ray.kill(w, no_restart=True)
         self.workers = []
