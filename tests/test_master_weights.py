@@ -102,18 +102,21 @@ def test_the_trainer_gives_low_precision_weights_master_copies(dtype, expected):
     assert type(make_optimizer(params, cfg)) is expected
 
 
-def test_a_bfloat16_run_learns_at_a_small_lr_and_resumes_exactly(tiny_model_dir, tmp_path):
-    """`rlvr train` with model.dtype=bfloat16 and lr 1e-5: the weights move, and a run stopped at step 2 and
-    resumed ends with the uninterrupted run's weights (the master copies are in the checkpoint's optimizer state)."""
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_low_precision_run_learns_at_a_small_lr_and_resumes_exactly(tiny_model_dir, tmp_path, dtype):
+    """`rlvr train` with model.dtype=bfloat16 or float16 and lr 1e-5: the weights move, and a run stopped at step 2
+    and resumed ends with the uninterrupted run's weights (the master copies are in the checkpoint's optimizer
+    state; float16's loss scale, logged every step, in the trainer state)."""
     from safetensors.torch import load_file
 
     from rlvr.train import train
+    from rlvr.train.metrics import read_metrics
 
     from conftest import one_digit_rl_config
 
     def run(out, steps, resume=False):
         raw = one_digit_rl_config(tiny_model_dir, out, algo={"entropy_coef": 0.1}, steps=steps, lr=1e-5, save_every=2)
-        raw["model"]["dtype"] = "bfloat16"
+        raw["model"]["dtype"] = dtype
         raw["data"]["prompts_per_step"], raw["rollout"]["group_size"] = 4, 4
         return train(config_from_dict(raw), resume=resume)
 
@@ -125,3 +128,7 @@ def test_a_bfloat16_run_learns_at_a_small_lr_and_resumes_exactly(tiny_model_dir,
     assert all(torch.equal(a[k], b[k]) for k in a)
     moved = sum(int((a[k] != start[k].to(a[k].dtype)).sum()) for k in start if k in a)
     assert moved > 0.3 * sum(t.numel() for t in start.values())
+    rows = read_metrics(whole)
+    assert all(r["bad_step"] == 0 for r in rows)
+    assert all(("loss_scale" in r) == (dtype == "float16") for r in rows)
+    assert [r.get("loss_scale") for r in read_metrics(cut)] == [r.get("loss_scale") for r in rows]

@@ -54,10 +54,13 @@ def test_micro_batches_give_the_whole_batch_token_mean_gradient():
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
-def test_run_learns_checkpoints_and_resumes_exactly(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_run_learns_checkpoints_and_resumes_exactly(tiny_model_dir, tmp_path, dtype):
+    """float16 trains with a loss scale (logged) that resumes with the run."""
     data = write_rows(tmp_path / "sft.jsonl")
-    straight = run_sft(sft_config(tiny_model_dir, data, tmp_path / "a"))
+    straight = run_sft(sft_config(tiny_model_dir, data, tmp_path / "a", f"model.dtype={dtype}"))
     rows = read_jsonl(straight / "metrics.jsonl")
+    assert all(("loss_scale" in r) == (dtype == "float16") and not r["bad_step"] for r in rows)
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
     assert rows[-1]["loss"] < rows[0]["loss"] and all(r["tokens"] > 0 and "time_s" in r for r in rows)
     for name in ("config.yaml", "manifest.json", "checkpoint-3", "checkpoint-6"):
@@ -66,9 +69,10 @@ def test_run_learns_checkpoints_and_resumes_exactly(tiny_model_dir, tmp_path):
 
     shutil.copytree(straight, tmp_path / "b")
     shutil.rmtree(tmp_path / "b" / "checkpoint-6")  # as if the run had stopped after step 3's checkpoint
-    resumed = run_sft(sft_config(tiny_model_dir, data, tmp_path / "b"), resume=True)
+    resumed = run_sft(sft_config(tiny_model_dir, data, tmp_path / "b", f"model.dtype={dtype}"), resume=True)
     again = read_jsonl(resumed / "metrics.jsonl")
-    assert [r["loss"] for r in again] == [r["loss"] for r in rows]
+    scaled = [(r["loss"], r.get("loss_scale"), r.get("overflow_retries")) for r in rows]
+    assert [(r["loss"], r.get("loss_scale"), r.get("overflow_retries")) for r in again] == scaled
     a = AutoModelForCausalLM.from_pretrained(straight / "checkpoint-6").state_dict()
     b = AutoModelForCausalLM.from_pretrained(resumed / "checkpoint-6").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -31,6 +31,23 @@ def test_separate_critic_trains_alone_during_its_warm_up(warm_model_dir, tmp_pat
     assert rows[2]["vf_loss"] < rows[0]["vf_loss"]  # the critic learned the returns of this task family
 
 
+def test_a_float16_separate_critic_steps_on_its_true_gradients(warm_model_dir, tmp_path):
+    """In float16 the critic's loss term is scaled with the policy's (rlvr.train.loss_scale): the critic measures,
+    clips and steps on its gradient with the scale divided out, as in float32."""
+    norms = {}
+    for dtype in ("float32", "float16"):
+        cfg = one_digit_rl_config(warm_model_dir, tmp_path / dtype, steps=2,
+                                  algo={"recipe": "ppo", "critic": "model", "critic_warmup_steps": 1, "critic_lr": 1e-3})
+        cfg["data"]["prompts_per_step"], cfg["rollout"]["group_size"] = 8, 4
+        cfg["model"]["dtype"] = dtype
+        rows = read_metrics(train(config_from_dict(cfg)))
+        assert all(math.isfinite(r["vf_loss"]) and r["bad_step"] == 0 for r in rows)
+        norms[dtype] = rows[0]["critic_grad_norm"]
+    # the two runs sample different batches (float16 logits), so the norms agree in size, not in digits; a scale
+    # left in would make float16's 2**16 times larger (or an overflow)
+    assert 0.5 < norms["float16"] / norms["float32"] < 2
+
+
 @pytest.mark.parametrize("schedule, warmup, expected", [
     ("constant", 0, [1.0, 1.0, 1.0, 1.0]),
     ("constant", 2, [0.5, 1.0, 1.0, 1.0]),

@@ -16,7 +16,6 @@ there is more than one update, or a part needs them (TIS); otherwise the engine'
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from rlvr.algos import advantages, losses, offpolicy
 from rlvr.config import Config
 from rlvr.rollout import RolloutBatch
 from rlvr.train.group import SINGLE, LearnerGroup, gather_rows
+from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_gradients
 from rlvr.train.parts import StepPart
 from rlvr.train.policy import PolicyOutput, policy_forward
 
@@ -221,7 +221,7 @@ def mini_batch_rows(n: int, mini_batches: int, *, generator: torch.Generator | N
 def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mapping[str, StepPart], cfg: Config, *,
           generator: torch.Generator | None = None,
           on_update: Callable[[int, dict[str, float]], None] | None = None,
-          group: LearnerGroup = SINGLE) -> dict[str, float]:
+          group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None) -> dict[str, float]:
     """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics averaged over the updates,
     plus "updates" (optimizer steps taken), "bad_step" (1 if any update was skipped for a non-finite loss or
     gradient) and "approx_kl" between the policy after the last update and the old policy. ``on_update(i, m)``
@@ -236,7 +236,8 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
         for rows in mini_batch_rows(exp.size, mini_batches, generator=shuffle):
             rows = rows.to(exp.advantages.device)
             trained = [r for r in rows.tolist() if r in needed]
-            metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group)
+            metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group,
+                             loss_scale=loss_scale)
             stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
             if stepped:
@@ -253,11 +254,50 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
 
 
 def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
-           cfg: Config, *, first: bool, group: LearnerGroup = SINGLE) -> dict[str, float]:
+           cfg: Config, *, first: bool, group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None
+           ) -> dict[str, float]:
     """One optimizer step on the mini-batch ``rows``; only the ``trained`` rows (those that can have a gradient)
     run forward and backward, each rank its shard of them. Micro-batches are weighted by their units over the
     whole mini-batch's units, so the loss (and the gradient summed over ranks) equals the mini-batch's loss;
-    metrics are averaged over the units (tokens or rows) that produced them, on every rank."""
+    metrics are averaged over the units (tokens or rows) that produced them, on every rank. With a float16
+    ``loss_scale`` (rlvr.train.loss_scale) the gradients are taken of the scaled loss, and a backward pass that
+    overflowed is redone with a smaller scale."""
+    params = [p for group_ in optimizer.param_groups for p in group_["params"]]
+    result: dict[str, float] = {}
+
+    def run_backward(scale: float) -> float:
+        result.clear()
+        result.update(backward(model, exp, rows, trained, parts, cfg, first=first, group=group, scale=scale))
+        if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
+            for p in params:
+                p.grad = torch.zeros_like(p)
+        group.reduce_gradients(params)
+        return result["loss"]
+
+    def discard() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        for part in parts.values():
+            part.discard_update()
+
+    scale = loss_scale or LossScale()
+    done = backward_with_retries(run_backward, params, cfg.train.max_grad_norm, scale, discard)
+    frozen = any(p.policy_frozen for p in parts.values())
+    if done.finite and not frozen:
+        unscale_gradients(optimizer, params, done.scale)
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
+    for part in parts.values():
+        result.update(part.after_update(grad_scale=done.scale))
+    if scale.enabled:
+        result.update(loss_scale=done.scale, overflow_retries=float(done.retries))
+    return {**result, "grad_norm": done.grad_norm, "bad_step": 0 if done.finite else 1,
+            "policy_stepped": done.finite and not frozen}
+
+
+def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
+             cfg: Config, *, first: bool, group: LearnerGroup, scale: float = 1.0) -> dict[str, float]:
+    """Forward and backward passes of this rank's shard of the mini-batch ``rows``, the loss multiplied by ``scale``;
+    returns the mini-batch's metrics, "loss" (unscaled) among them."""
     algo = cfg.algo
     agg = algo.agg or losses.default_agg(algo.loss)
     total_units = max(losses.aggregation_units(exp.loss_mask[rows], agg), 1)
@@ -302,7 +342,7 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
             metrics.update(term_metrics)
         if out.entropy is not None:
             metrics["entropy"] = losses.aggregate(out.entropy.detach(), mask, agg, exp.norm_length).item()
-        loss.backward()
+        (loss * scale).backward()
         loss_total += loss.item()
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * units
@@ -313,21 +353,7 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
     if "entropy" not in result and batch.entropy is not None:  # the sampler's entropy, over this mini-batch
         result["entropy"] = float(losses.aggregate(batch.entropy[rows], exp.loss_mask[rows], agg, exp.norm_length))
     result["loss"] = loss_total
-    params = [p for group_ in optimizer.param_groups for p in group_["params"]]
-    if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
-        for p in params:
-            p.grad = torch.zeros_like(p)
-    group.reduce_gradients(params)
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)
-    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-    finite = math.isfinite(loss_total) and math.isfinite(grad_norm)
-    frozen = any(p.policy_frozen for p in parts.values())
-    if finite and not frozen:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
-    for part in parts.values():
-        result.update(part.after_update())
-    return {**result, "grad_norm": grad_norm, "bad_step": 0 if finite else 1, "policy_stepped": finite and not frozen}
+    return result
 
 
 def policy_units(pg_mask: torch.Tensor, units: int, agg: str, group: LearnerGroup) -> float:

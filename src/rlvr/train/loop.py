@@ -43,7 +43,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
                                      group=group)
             # 4. learner: ppo_epochs x mini_batches optimizer steps; then the engine samples from the new weights
             update = learn(run.model, run.optimizer, exp, run.parts, cfg, generator=run.shuffle_generator(step),
-                           group=group)
+                           group=group, loss_scale=run.loss_scale)
             run.sync_engine()
             update.update(run.after_step(step, update))
             # 5. log, evaluate, checkpoint (the main rank writes)

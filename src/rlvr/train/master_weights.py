@@ -40,6 +40,7 @@ class MasterWeightAdamW(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     FLOAT32_STATE = ("master", "exp_avg", "exp_avg_sq")
+    grad_scale = 1.0  # the next step's gradients are this many times the true ones (rlvr.train.loss_scale)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """torch's loading, then this optimizer's float32 state restored: torch casts floating state to each
@@ -75,10 +76,12 @@ class MasterWeightAdamW(torch.optim.Optimizer):
                 if not torch.equal(master.to(weight.dtype), weight):  # written from outside: start from it
                     master.copy_(weight)
                 state["step"] += 1
-                adamw_step(master, _local(p.grad).to(torch.float32), _local(state["exp_avg"]),
+                grad = _local(p.grad).to(torch.float32) / self.grad_scale
+                adamw_step(master, grad, _local(state["exp_avg"]),
                            _local(state["exp_avg_sq"]), int(state["step"].item()), lr=group["lr"], beta1=beta1,
                            beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
                 weight.copy_(master)
+        self.grad_scale = 1.0
         return loss
 
 

@@ -7,6 +7,8 @@ may then:
 - ``token_weights(exp, rows, out)``: multiply each token's policy loss (e.g. importance weights);
 - ``mask(exp, rows, out, mask)``: narrow the tokens the policy gradient flows through;
 - ``loss(exp, rows, out, mask, agg, norm_length)``: add a loss term (KL, entropy bonus, value loss);
+- ``after_update(grad_scale)`` / ``discard_update()``: step its own optimizer after each policy update, or drop
+  the gradients of a backward pass that overflowed (float16) and is redone;
 - ``after_step(step, metrics)``: update its own state once per step (adaptive KL, reference reset);
 - ``state_dict()`` / ``load_state_dict()``: carry that state through checkpoints.
 
@@ -26,6 +28,7 @@ import torch
 from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
 from rlvr.config import Config
 from rlvr.train.group import SINGLE, LearnerGroup
+from rlvr.train.loss_scale import clip_scaled_grad_norm, unscale_gradients
 from rlvr.train.master_weights import adamw
 from rlvr.train.policy import ValueHead, policy_forward
 
@@ -50,9 +53,13 @@ class StepPart:
     def loss(self, exp, rows, out, mask, agg: str, norm_length: int) -> tuple[torch.Tensor | None, dict[str, float]]:
         return None, {}
 
-    def after_update(self) -> dict[str, float]:
-        """Called after each optimizer step of the policy (a part with its own optimizer steps it here)."""
+    def after_update(self, grad_scale: float = 1.0) -> dict[str, float]:
+        """Called after each optimizer step of the policy (a part with its own optimizer steps it here); the
+        gradients of its loss term are ``grad_scale`` times the true ones (rlvr.train.loss_scale)."""
         return {}
+
+    def discard_update(self) -> None:
+        """The mini-batch's backward pass overflowed and is redone: drop the gradients it left (own optimizer)."""
 
     @property
     def policy_frozen(self) -> bool:
@@ -277,13 +284,17 @@ class SeparateCritic(StepPart):
         vf_loss, parts = losses.value_loss(values, exp.old_values[rows], exp.returns[rows], mask, clip=self.algo.value_clip)
         return vf_loss, {**parts, "vf_loss": vf_loss.item()}
 
-    def after_update(self) -> dict[str, float]:
+    def after_update(self, grad_scale: float = 1.0) -> dict[str, float]:
         self.group.reduce_gradients(self.params)
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.max_grad_norm)
-        if torch.isfinite(norm):
+        norm = clip_scaled_grad_norm(self.params, self.cfg.train.max_grad_norm, grad_scale)
+        if math.isfinite(norm):
+            unscale_gradients(self.optimizer, self.params, grad_scale)
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"critic_grad_norm": float(norm)}
+        return {"critic_grad_norm": norm}
+
+    def discard_update(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
 
     def after_step(self, step: int, metrics: dict[str, float]) -> dict[str, float]:
         self.steps_done += 1

@@ -27,6 +27,7 @@ from rlvr.train.checkpoint import (
 )
 from rlvr.train.collector import Collector
 from rlvr.train.group import SINGLE, LearnerGroup
+from rlvr.train.loss_scale import LossScale
 from rlvr.train.manifest import write_manifest
 from rlvr.train.master_weights import adamw
 from rlvr.train.metrics import LoggerUnavailable, MetricsLog, NullLog, check_loggers
@@ -244,6 +245,7 @@ class TrainingRun:
         self.collector = Collector(self, asynchronous=bool(cfg.cluster.async_rollouts) and group.is_main)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
         self.optimizer = make_optimizer(trainable, cfg)
+        self.loss_scale = LossScale.for_dtype(cfg.model.dtype)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
         self.params = SamplingParams(
             n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
@@ -280,6 +282,7 @@ class TrainingRun:
         self.runner_before = dict(state.get("runner_counts", {}))
         self.bad_in_a_row = state.get("bad_in_a_row", 0)
         self.collector.load_state_dict(state.get("collector", {}))
+        self.loss_scale.load_state_dict(state.get("loss_scale", {}))
         self.first_step = state["step"] + 1
         self.log.truncate_after(state["step"])
 
@@ -287,7 +290,8 @@ class TrainingRun:
         return {"optimizer": self.group.optimizer_state(self.model, self.optimizer), "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "parts": {n: p.state_dict() for n, p in self.parts.items()},
                 "runner_counts": runner_counts(self.reward_runner.stats(), self.runner_before),
-                "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict()}
+                "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict(),
+                "loss_scale": self.loss_scale.state_dict()}
 
     def shuffle_generator(self, step: int) -> torch.Generator:
         """Mini-batch shuffling of one step, seeded by run seed and step (so a resumed run shuffles the same way)."""

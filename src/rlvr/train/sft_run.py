@@ -12,7 +12,6 @@ folders that load with from_pretrained and resume exactly with ``--resume``.
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +27,7 @@ from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
 )
+from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_gradients
 from rlvr.train.manifest import write_manifest
 from rlvr.train.metrics import MetricsLog
 from rlvr.train.run import TrainingDiverged, diverged_message, lr_factor, make_optimizer, seed_everything
@@ -72,6 +72,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params, cfg)
+    loss_scale = LossScale.for_dtype(cfg.model.dtype)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
     sampler = PromptSampler(tasks, seed=cfg.train.seed, shuffle=cfg.data.shuffle)
 
@@ -88,6 +89,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
         sampler.load_state_dict(state["sampler"])
         set_rng_state(state["rng"])
         bad_in_a_row = state.get("bad_in_a_row", 0)
+        loss_scale.load_state_dict(state.get("loss_scale", {}))
         first = state["step"] + 1
         log.truncate_after(state["step"])
     elif resume:
@@ -101,20 +103,28 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
             pairs = [(task.prompt, completions[task.id]) for task in batch]
             encoded = [sft_batch(tokenizer, pairs[i : i + micro], device) for i in range(0, len(pairs), micro)]
             total = sum(int((b["labels"][:, 1:] != -100).sum()) for b in encoded)
-            loss_sum = 0.0
-            for part in encoded:
-                loss, _ = completion_loss(model, part)
-                (loss / total).backward()  # token-mean over the whole batch, whatever the micro-batching
-                loss_sum += float(loss.detach())
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm))
-            bad = not (math.isfinite(loss_sum) and math.isfinite(grad_norm))
+
+            def run_backward(scale: float) -> float:
+                loss_sum = 0.0
+                for part in encoded:
+                    loss, _ = completion_loss(model, part)
+                    (loss * (scale / total)).backward()  # token-mean over the whole batch, whatever the micro-batching
+                    loss_sum += float(loss.detach())
+                return loss_sum
+
+            done = backward_with_retries(run_backward, params, cfg.train.max_grad_norm, loss_scale,
+                                         lambda: optimizer.zero_grad(set_to_none=True))
+            loss_sum, grad_norm, bad = done.loss, done.grad_norm, not done.finite
             if not bad:
+                unscale_gradients(optimizer, params, done.scale)
                 optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             scheduler.step()
             bad_in_a_row = bad_in_a_row + 1 if bad else 0
             row = {"step": step, "loss": loss_sum / total, "tokens": total, "lr": scheduler.get_last_lr()[0],
                    "grad_norm": grad_norm, "bad_step": bad, "time_s": time.perf_counter() - started}
+            if loss_scale.enabled:
+                row.update(loss_scale=done.scale, overflow_retries=done.retries)
             log.write(row)
             if bad_in_a_row >= cfg.train.max_bad_steps:
                 log.close()
@@ -124,7 +134,8 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
             bar.advance(f"loss {row['loss']:.3f}")
             if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
                 state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                         "sampler": sampler.state_dict(), "bad_in_a_row": bad_in_a_row}
+                         "sampler": sampler.state_dict(), "bad_in_a_row": bad_in_a_row,
+                         "loss_scale": loss_scale.state_dict()}
                 save_checkpoint(run_dir, step, model, tokenizer, state)
                 prune_checkpoints(run_dir, cfg.train.keep_last)
     log.close()
