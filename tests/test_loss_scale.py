@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlvr.models.tiny import build_tiny_model
-from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_gradients
+from rlvr.train.loss_scale import LossScale, backward_with_retries, clip_scaled_grad_norm, unscale_gradients
 from rlvr.train.master_weights import MasterWeightAdamW
 
 from conftest import SMALL
@@ -125,3 +125,14 @@ def test_master_weight_adamw_divides_the_scale_out_in_float32():
     unscaled, scaled = masters
     assert unscaled[0] == 0 and unscaled[1] == 0  # float16 had rounded those gradients to zero
     torch.testing.assert_close(scaled, reference.detach(), rtol=1e-3, atol=0)
+
+
+def test_a_scaled_norm_beyond_float16s_range_is_no_overflow():
+    """Every scaled gradient fits float16 but their norm (128000) does not: the norm is measured in float32, so the
+    pass counts as finite (torch's own measure, in float16, reads inf), and clipping divides the scale out."""
+    param = torch.nn.Parameter(torch.zeros(4096, dtype=torch.float16))
+    param.grad = torch.full((4096,), 2000.0, dtype=torch.float16)
+    assert not torch.isfinite(torch.linalg.vector_norm(param.grad))
+    norm = clip_scaled_grad_norm([param], max_norm=1.0, scale=2.0**10)
+    assert norm == pytest.approx(128000 / 2**10)
+    torch.testing.assert_close(param.grad.float().norm() / 2**10, torch.tensor(1.0), rtol=1e-3, atol=0)

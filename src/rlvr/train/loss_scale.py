@@ -97,7 +97,14 @@ def backward_with_retries(backward: Callable[[float], float], params: list[torch
 def clip_scaled_grad_norm(params: list[torch.Tensor], max_norm: float, scale: float) -> float:
     """Clip gradients that are ``scale`` times the true ones so that the true gradient's norm is at most
     ``max_norm``; returns the true norm (inf or nan when the scaled gradients overflowed)."""
-    norm = torch.nn.utils.clip_grad_norm_(params, max_norm * scale)
+    grads = [p.grad for p in params if p.grad is not None]
+    if any(g.dtype in (torch.float16, torch.bfloat16) for g in grads):
+        # measured in float32: torch measures a float16 gradient in float16, where a norm above 65504 (or, summed
+        # over FSDP2 shards, a squared norm above it) would read as an overflow
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]))
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm * scale, norm)
+    else:
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm * scale)
     norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a sharded (FSDP2) norm
     return norm / scale if math.isfinite(norm) else norm
 
