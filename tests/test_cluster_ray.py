@@ -88,6 +88,28 @@ def test_rollout_worker_killed_mid_step_is_replaced(ray_cluster, tmp_path):
         pool.close()
 
 
+def test_reward_worker_killed_mid_score_is_replaced(ray_cluster):
+    """A reward worker's process killed while it scores its share: the share is scored again by a new worker, every
+    verdict comes back in order, and the replacement is counted among the runner's worker restarts."""
+    from rlvr.cluster.ray_backend import RewardPool
+    from rlvr.verifiers.runner.requests import ScoreRequest
+
+    requests = [ScoreRequest("math", f"The answer is \\boxed{{{i + (i % 3 == 0)}}}", str(i)) for i in range(12)]
+    expected = [i % 3 != 0 for i in range(12)]
+    pool = RewardPool(2)
+    try:
+        victim = pool.worker_pids()[0]
+        pool.ray = _KillBeforeFirstGet(ray, victim)
+        verdicts = pool.score(requests)
+        pool.ray = ray
+        assert [v.score == 1.0 for v in verdicts] == expected
+        assert pool.replacements == 1 and victim not in pool.worker_pids()
+        assert pool.stats()["worker_restarts"] == 1
+        assert [v.score == 1.0 for v in pool.score(requests)] == expected
+    finally:
+        pool.close()
+
+
 @pytest.mark.parametrize("async_rollouts", [0, 1])
 def test_train_on_ray_with_two_learners_and_two_rollout_workers(ray_cluster, warm_model_dir, tmp_path, async_rollouts):
     algo = {"tis_cap": 2.0} if async_rollouts else {}

@@ -17,6 +17,7 @@ this machine's cores is started for the run and stopped after it. Ray is an opti
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -255,24 +256,8 @@ class RolloutPool:
         return _to_device(batch, self.device)
 
     def _each(self, call, jobs: list) -> list:
-        """``call(worker_i, jobs[i])`` for every job that is not None, results in order; a worker that died (before
-        or during its call) is replaced by a new one with the current weights and the call redone."""
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-
-        refs = {i: call(self.workers[i], job) for i, job in enumerate(jobs) if job is not None}
-        results: list[Any] = [None] * len(jobs)
-        for i, ref in refs.items():
-            for attempt in range(MAX_REPLACEMENTS + 1):
-                try:
-                    results[i] = self.ray.get(ref)
-                    break
-                except (ActorDiedError, ActorUnavailableError, RayActorError):
-                    if attempt == MAX_REPLACEMENTS:
-                        raise
-                    self.ray.kill(self.workers[i], no_restart=True)
-                    self.workers[i] = self._start()
-                    self.replacements += 1
-                    ref = call(self.workers[i], jobs[i])
+        results, replaced = call_each(self.ray, self.workers, self._start, call, jobs)
+        self.replacements += replaced
         return results
 
     def close(self) -> None:
@@ -286,6 +271,31 @@ class RolloutPool:
         for w in self.workers:
             self.ray.kill(w, no_restart=True)
         self.workers = []
+
+
+def call_each(ray, actors: list, start: Callable[[], Any], call: Callable[[Any, Any], Any], jobs: list
+              ) -> tuple[list, int]:
+    """``call(actors[i], jobs[i])`` (which submits a remote call) for every job that is not None, results in order.
+    An actor that died before or during its call is killed for good, replaced in ``actors`` by ``start()`` and the
+    call redone, at most MAX_REPLACEMENTS times per job. Returns the results and the number of replacements."""
+    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+    refs = {i: call(actors[i], job) for i, job in enumerate(jobs) if job is not None}
+    results: list[Any] = [None] * len(jobs)
+    replaced = 0
+    for i, ref in refs.items():
+        for attempt in range(MAX_REPLACEMENTS + 1):
+            try:
+                results[i] = ray.get(ref)
+                break
+            except (ActorDiedError, ActorUnavailableError, RayActorError):
+                if attempt == MAX_REPLACEMENTS:
+                    raise
+                ray.kill(actors[i], no_restart=True)
+                actors[i] = start()
+                replaced += 1
+                ref = call(actors[i], jobs[i])
+    return results, replaced
 
 
 def _cpu_state(model) -> dict[str, torch.Tensor]:
@@ -304,6 +314,9 @@ class RewardWorker:
     def __init__(self):
         self.runner = default_runner()
 
+    def pid(self) -> int:
+        return os.getpid()
+
     def score(self, items):
         return self.runner.score(items)
 
@@ -316,24 +329,40 @@ class RewardWorker:
 
 class RewardPool(RewardRunner):
     """A reward runner whose requests are scored by ``workers`` RewardWorker actors, each taking a contiguous share
-    of a batch; verdicts come back in input order. Statistics are the workers' summed (latencies: their largest)."""
+    of a batch; verdicts come back in input order. A worker that dies (its process killed, its node lost) is
+    replaced and its share scored again. Statistics are the live workers' summed (latencies: their largest), with
+    the replacements counted among "worker_restarts"."""
 
     def __init__(self, workers: int):
         super().__init__(workers=1)
         ray = require_ray()
         self.ray = ray
-        self.actors = [ray.remote(num_cpus=0.1)(RewardWorker).remote() for _ in range(workers)]
+        self.actor = ray.remote(num_cpus=0.1, max_restarts=0)(RewardWorker)
+        self.actors = [self._start() for _ in range(workers)]
+        self.replacements = 0
+
+    def _start(self):
+        return self.actor.remote()
+
+    def _each(self, call, jobs: list) -> list:
+        results, replaced = call_each(self.ray, self.actors, self._start, call, jobs)
+        self.replacements += replaced
+        return results
+
+    def worker_pids(self) -> list[int]:
+        return self._each(lambda a, _: a.pid.remote(), [True] * len(self.actors))
 
     def score(self, items):
         items = list(items)
         n = len(self.actors)
         bounds = [len(items) * i // n for i in range(n + 1)]
-        refs = [a.score.remote(items[bounds[i]:bounds[i + 1]]) for i, a in enumerate(self.actors) if bounds[i] < bounds[i + 1]]
-        return [v for part in self.ray.get(refs) for v in part]
+        shares = [items[bounds[i]:bounds[i + 1]] or None for i in range(n)]
+        parts = self._each(lambda a, share: a.score.remote(share), shares)
+        return [v for part in parts if part is not None for v in part]
 
     def stats(self) -> dict[str, Any]:
-        every = self.ray.get([a.stats.remote() for a in self.actors])
-        out: dict[str, Any] = {}
+        every = self._each(lambda a, _: a.stats.remote(), [True] * len(self.actors))
+        out: dict[str, Any] = {"worker_restarts": self.replacements}
         for stats in every:
             for key, value in stats.items():
                 if isinstance(value, (int, float)):
@@ -341,7 +370,8 @@ class RewardPool(RewardRunner):
         return out
 
     def reset_stats(self) -> None:
-        self.ray.get([a.reset_stats.remote() for a in self.actors])
+        self._each(lambda a, _: a.reset_stats.remote(), [True] * len(self.actors))
+        self.replacements = 0
 
     def close(self) -> None:
         for a in self.actors:
