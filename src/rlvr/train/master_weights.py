@@ -76,7 +76,9 @@ class MasterWeightAdamW(torch.optim.Optimizer):
                 if not torch.equal(master.to(weight.dtype), weight):  # written from outside: start from it
                     master.copy_(weight)
                 state["step"] += 1
-                grad = _local(p.grad).to(torch.float32) / self.grad_scale
+                grad = _local(p.grad).to(torch.float32)
+                if self.grad_scale != 1.0:
+                    grad = grad / self.grad_scale
                 adamw_step(master, grad, _local(state["exp_avg"]),
                            _local(state["exp_avg_sq"]), int(state["step"].item()), lr=group["lr"], beta1=beta1,
                            beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
