@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+import torch
 
 from rlvr.cluster import launch
 from rlvr.config import ConfigError, config_from_dict
@@ -30,6 +31,21 @@ def test_impossible_layouts_are_refused(tmp_path, cluster, rollout, algo, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         launch(_cfg(tmp_path, cluster, rollout, **algo))
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_local_learners_on_a_device_this_machine_lacks_fail_before_torchrun(tmp_path, monkeypatch):
+    import subprocess
+
+    def no_torchrun(*args, **kwargs):
+        raise AssertionError("torchrun was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_torchrun)
+    monkeypatch.setattr(subprocess, "run", no_torchrun)
+    cfg = _cfg(tmp_path, {"learners": 2})
+    cfg.model.device = "cuda"
+    with pytest.raises(ValueError, match="model.device=cuda: .*use model.device=cpu or auto"):
+        launch(cfg)
 
 
 def test_ray_backend_without_ray_names_the_extra(tmp_path, monkeypatch):
