@@ -36,10 +36,6 @@ def check_layout(cfg: Config) -> None:
     if c.backend == "local" and cfg.rollout.engine_options.get("weight_sync") == "nccl":
         raise ConfigError("rollout.engine_options.weight_sync=nccl needs cluster.backend=ray (it broadcasts the "
                           "learner's weights to rollout workers on other GPUs; one process uses weight_sync=inplace)")
-    if c.backend == "local" and c.learners > 1:
-        from rlvr.models.loading import resolve_device
-
-        resolve_device(cfg.model.device)  # the ranks run here: a device this machine lacks fails before torchrun
     if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
         raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
                           "use cluster.learner_strategy=ddp")
@@ -58,7 +54,9 @@ def launch(cfg: Config, *, resume: bool = False) -> Path:
         return run_on_ray(cfg, resume=resume)
     if c.learners > 1:
         from rlvr.cluster.local import run_torchrun
+        from rlvr.models.loading import resolve_device
 
+        resolve_device(cfg.model.device)  # the ranks run here: a device this machine lacks fails before torchrun
         return run_torchrun(cfg, resume=resume)
     from rlvr.train import train
 
