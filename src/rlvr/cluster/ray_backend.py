@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from rlvr.cluster.lifeline import start_guard
 from rlvr.cluster import free_port
+from rlvr.cluster.lifeline import start_guard
 from rlvr.cluster.weight_transfer import NcclSender
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
@@ -349,8 +349,11 @@ class RewardPool(RewardRunner):
         self.replacements += replaced
         return results
 
+    def _on_all(self, method: str) -> list:
+        return self._each(lambda a, _: getattr(a, method).remote(), [True] * len(self.actors))
+
     def worker_pids(self) -> list[int]:
-        return self._each(lambda a, _: a.pid.remote(), [True] * len(self.actors))
+        return self._on_all("pid")
 
     def score(self, items):
         items = list(items)
@@ -361,7 +364,7 @@ class RewardPool(RewardRunner):
         return [v for part in parts if part is not None for v in part]
 
     def stats(self) -> dict[str, Any]:
-        every = self._each(lambda a, _: a.stats.remote(), [True] * len(self.actors))
+        every = self._on_all("stats")
         out: dict[str, Any] = {"worker_restarts": self.replacements}
         for stats in every:
             for key, value in stats.items():
@@ -370,7 +373,7 @@ class RewardPool(RewardRunner):
         return out
 
     def reset_stats(self) -> None:
-        self._each(lambda a, _: a.reset_stats.remote(), [True] * len(self.actors))
+        self._on_all("reset_stats")
         self.replacements = 0
 
     def close(self) -> None:

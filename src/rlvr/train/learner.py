@@ -288,8 +288,7 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
     optimizer.zero_grad(set_to_none=True)  # a non-finite step is skipped: the weights stay as they were
     for part in parts.values():
         result.update(part.after_update(grad_scale=done.scale))
-    if scale.enabled:
-        result.update(loss_scale=done.scale, overflow_retries=float(done.retries))
+    result.update(scale.metrics(done))
     return {**result, "grad_norm": done.grad_norm, "bad_step": 0 if done.finite else 1,
             "policy_stepped": done.finite and not frozen}
 

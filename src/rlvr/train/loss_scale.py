@@ -54,6 +54,11 @@ class LossScale:
         if self.finite_in_a_row >= self.growth_interval:
             self.value, self.finite_in_a_row = min(self.value * 2, 2.0**24), 0
 
+    def metrics(self, done: ScaledBackward) -> dict[str, float]:
+        """What a step logs of its scaled backward passes: the scale they carried and the overflowed ones redone
+        (nothing when scaling is off)."""
+        return {"loss_scale": done.scale, "overflow_retries": float(done.retries)} if self.enabled else {}
+
     def state_dict(self) -> dict[str, Any]:
         return {"value": self.value, "finite_in_a_row": self.finite_in_a_row}
 
@@ -106,7 +111,7 @@ def clip_scaled_grad_norm(params: list[torch.Tensor], max_norm: float, scale: fl
     else:
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm * scale)
     norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a sharded (FSDP2) norm
-    return norm / scale if math.isfinite(norm) else norm
+    return norm / scale  # inf and nan stay what they are
 
 
 def unscale_gradients(optimizer: torch.optim.Optimizer, params: Iterable[torch.Tensor], scale: float) -> None:

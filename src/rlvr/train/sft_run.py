@@ -122,9 +122,8 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
             scheduler.step()
             bad_in_a_row = bad_in_a_row + 1 if bad else 0
             row = {"step": step, "loss": loss_sum / total, "tokens": total, "lr": scheduler.get_last_lr()[0],
-                   "grad_norm": grad_norm, "bad_step": bad, "time_s": time.perf_counter() - started}
-            if loss_scale.enabled:
-                row.update(loss_scale=done.scale, overflow_retries=done.retries)
+                   "grad_norm": grad_norm, "bad_step": bad, "time_s": time.perf_counter() - started,
+                   **loss_scale.metrics(done)}
             log.write(row)
             if bad_in_a_row >= cfg.train.max_bad_steps:
                 log.close()
