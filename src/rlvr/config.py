@@ -137,6 +137,7 @@ class TrainConfig:
     loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
     max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
+    deterministic: bool = False  # one torch thread and kernels pinned to one instruction-set level: the same numbers on any x86-64 CPU (docs/performance.md)
 
 
 @dataclass
@@ -148,6 +149,9 @@ class ClusterConfig:
     reward_workers: int = 0  # reward-scoring actors (ray backend; 0 = score in the driver's reward runner)
     address: str | None = None  # address of an existing Ray cluster to join (None = start a local one)
     async_rollouts: int = 0  # 1 = collect the next batch while the learners update (one step off-policy)
+    cpus_per_learner: float | None = None  # CPUs a Ray learner actor reserves (None = an equal share, docs/cluster.md)
+    cpus_per_rollout_worker: float | None = None  # CPUs a Ray rollout worker reserves (None = an equal share)
+    cpus_per_reward_worker: float | None = None  # CPUs a Ray reward worker reserves (None = an equal share)
 
 
 @dataclass
@@ -253,6 +257,9 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "cluster.rollout_workers": (lambda v: v >= 1, ">= 1"),
     "cluster.reward_workers": (lambda v: v >= 0, ">= 0 (0 = score in the driver)"),
     "cluster.async_rollouts": _one_of_values(0, 1),
+    "cluster.cpus_per_learner": (lambda v: v > 0, "null or > 0"),
+    "cluster.cpus_per_rollout_worker": (lambda v: v > 0, "null or > 0"),
+    "cluster.cpus_per_reward_worker": (lambda v: v > 0, "null or > 0"),
 }
 
 
