@@ -1,4 +1,4 @@
-"""The ``rlvr`` command: demo, train, sft, eval, verify, data (CONTRACTS.md C4)."""
+"""The ``rlvr`` command: demo, train, sft, eval, verify, data (docs/api.md, "Command line")."""
 
 from __future__ import annotations
 

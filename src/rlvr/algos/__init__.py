@@ -1,4 +1,4 @@
-"""Pure tensor functions for RLVR: advantages, policy losses, KL estimators, entropy, filters (CONTRACTS.md C2)."""
+"""Pure tensor functions for RLVR: advantages, policy losses, KL estimators, entropy, filters (docs/api.md, "Algorithms")."""
 
 from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy, recipes
 from rlvr.algos.registry import UnknownNameError

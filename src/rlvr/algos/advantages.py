@@ -1,4 +1,4 @@
-"""Advantage estimators: rewards of N responses in groups -> per-token advantages [N, T] (CONTRACTS.md C2).
+"""Advantage estimators: rewards of N responses in groups -> per-token advantages [N, T] (docs/api.md, "Algorithms").
 
 Outcome rewards give one advantage per response, broadcast to every valid response token.
 """

@@ -1,4 +1,4 @@
-"""Policy-gradient losses and how per-token losses are averaged (CONTRACTS.md C2).
+"""Policy-gradient losses and how per-token losses are averaged (docs/api.md, "Algorithms").
 
 A registered loss maps (logp, old_logp, advantages, response_mask, **kw) to per-token losses L[N, T] and a
 metrics dict; ``compute`` aggregates them. Tensors: N responses, T = padded response length.

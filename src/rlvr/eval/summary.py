@@ -1,5 +1,5 @@
 """Per-task rows and the summary of an evaluation: pass@k, maj@k, mean reward and response length, each with a
-95% bootstrap interval over tasks (CONTRACTS.md C5)::
+95% bootstrap interval over tasks (docs/api.md, "Evaluation")::
 
     {"pass@1": {"value": 0.52, "ci95": [0.48, 0.56]}, "pass@4": {...}, "maj@4": {...},
      "reward_mean": {...}, "response_length": {...}, "n_tasks": 500, "samples_per_task": 4, ...}

@@ -1,4 +1,4 @@
-"""Turn a task's prompt (plain text or chat messages, CONTRACTS.md C3) into token ids."""
+"""Turn a task's prompt (plain text or chat messages, docs/api.md, "Data rows") into token ids."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]
 CHARACTERS = "".join(c for c in string.printable if c not in "\t\r\x0b\x0c")
 
-# A minimal chat template so conversational prompts (CONTRACTS.md C3) work with the tiny model too.
+# A minimal chat template so conversational prompts (docs/api.md, "Data rows") work with the tiny model too.
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant: {% endif %}"

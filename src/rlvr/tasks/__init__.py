@@ -1,4 +1,4 @@
-"""Tasks: data rows from local files, presets and generators, and the samplers that draw them (CONTRACTS.md C3).
+"""Tasks: data rows from local files, presets and generators, and the samplers that draw them (docs/api.md, "Data rows").
 
     tasks = load_data(cfg.data, "train")                       # sources.py: files, presets, generators, mixtures
     sampler = make_sampler(tasks, cfg.data, seed=cfg.train.seed)

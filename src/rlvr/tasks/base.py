@@ -1,4 +1,4 @@
-"""One task: a prompt and what a verifier checks the answer against (CONTRACTS.md C3)."""
+"""One task: a prompt and what a verifier checks the answer against (docs/api.md, "Data rows")."""
 
 from __future__ import annotations
 

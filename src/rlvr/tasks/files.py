@@ -3,7 +3,7 @@
     load_file("data/train.parquet", RowFormat(prompt_field="question", reference_field="answer",
                                               system_prompt="Answer with a number."))
 
-A row's other fields go into ``Task.meta`` as in the JSONL loader (CONTRACTS.md C3), and ``meta["source"]``
+A row's other fields go into ``Task.meta`` as in the JSONL loader (docs/api.md, "Data rows"), and ``meta["source"]``
 names the file's stem unless the row names its own source. Every error names the file, the row and the field.
 """
 

@@ -1,4 +1,4 @@
-"""JSONL task files (CONTRACTS.md C3): one JSON object per line, e.g. {"prompt": "12+34=", "reference": "46"}.
+"""JSONL task files (docs/api.md, "Data rows"): one JSON object per line, e.g. {"prompt": "12+34=", "reference": "46"}.
 
 A bad row stops loading with a DataError naming the file, the line and the field, before any training starts:
     data/train.jsonl:7: field 'prompt': missing (expected a string or a list of chat messages)

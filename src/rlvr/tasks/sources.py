@@ -1,4 +1,4 @@
-"""One place that turns a data spec into Tasks (CONTRACTS.md C3, C6 "Data").
+"""One place that turns a data spec into Tasks (docs/api.md, "Data rows" and "Data sources").
 
 A spec is one source, or a mixture of sources with weights joined by ";":
 

@@ -1,4 +1,4 @@
-"""Verifiers: check a model response against a reference and say why (CONTRACTS.md C1).
+"""Verifiers: check a model response against a reference and say why (docs/api.md, "Verifiers").
 
     from rlvr.verifiers import verify
     verify("numeric", "so the answer is 1,234.", "1234")   # Verdict(score=1.0, status=correct, ...)

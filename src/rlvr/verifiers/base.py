@@ -1,4 +1,4 @@
-"""The verdict a verifier returns: a score plus why (CONTRACTS.md C1)."""
+"""The verdict a verifier returns: a score plus why (docs/api.md, "Verifiers")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The "code" verifier (CONTRACTS.md C1b): run the response's program in a local sandbox against tests.
+"""The "code" verifier (docs/api.md, "Code verifier"): run the response's program in a local sandbox against tests.
 
     verify("code", "```python\\ndef add(a, b):\\n    return a + b\\n```",
            {"language": "python", "tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]})

@@ -1,4 +1,4 @@
-"""The "math" verifier (CONTRACTS.md C1a): is the response's final answer equivalent to the reference?
+"""The "math" verifier (docs/api.md, "Math verifier"): is the response's final answer equivalent to the reference?
 
     from rlvr.verifiers import verify
     verify("math", "... so the answer is $\\boxed{\\frac{1}{2}}$.", "0.5")     # correct, reason "equivalent"
