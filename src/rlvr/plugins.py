@@ -5,12 +5,15 @@ register are known to every command.
     rlvr eval --plugin ./my_rewards.py ...             # on any command
 
 A dotted name is imported as a module; a path to a ``.py`` file is imported under its file name with its folder
-put on ``sys.path``, so reward workers (fresh interpreters that get the caller's ``sys.path``) import it too.
+put first on ``sys.path``, so reward workers (fresh interpreters that get the caller's ``sys.path``) import it too.
+A file whose name already means another module (``json.py``, ``time.py``, a module imported earlier) is refused
+with an error that says so: importing by name would load the other module and register nothing.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import traceback
 from pathlib import Path
@@ -37,16 +40,41 @@ def load_plugin(spec: str, base_dir: str | Path | None = None) -> ModuleType:
             path = next((c for c in candidates if c.is_file()), candidates[-1])
         if not path.is_file():
             raise PluginError(f"plugin {spec}: no such file ({path})")
-        folder = str(path.resolve().parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        return importlib.import_module(path.stem)
+        return _import_file(path.resolve(), spec)
     except PluginError:
         raise
     except BaseException as exc:  # a plugin's own failure, SystemExit included, is reported, not propagated
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" at {where.filename}:{where.lineno}" if where else ""
         raise PluginError(f"plugin {spec}: import failed{at}: {type(exc).__name__}: {exc}") from None
+
+
+def _import_file(path: Path, spec: str) -> ModuleType:
+    """Import the file at ``path`` under its file name, and only that file: a name that already means another
+    module (imported, built in, or earlier on sys.path) is refused rather than silently imported instead."""
+    name, folder = path.stem, str(path.parent)
+    if not name.isidentifier():
+        raise PluginError(f"plugin {spec}: {name!r} is not a valid module name; rename the file")
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if _origin(getattr(loaded, "__file__", None)) == path:
+            return loaded
+        raise PluginError(f"plugin {spec}: the name {name!r} already belongs to the imported module "
+                          f"{getattr(loaded, '__file__', None) or 'built in'}; rename the file")
+    if name in sys.stdlib_module_names:
+        raise PluginError(f"plugin {spec}: {name!r} is the name of a standard-library module; rename the file")
+    if folder in sys.path:
+        sys.path.remove(folder)
+    other = importlib.util.find_spec(name)  # what the name means without this file's folder
+    if other is not None and _origin(other.origin) != path:
+        raise PluginError(f"plugin {spec}: the name {name!r} already belongs to {other.origin or 'another module'}; "
+                          "rename the file")
+    sys.path.insert(0, folder)  # first, so reward workers (which get this sys.path) resolve the name to this file
+    return importlib.import_module(name)
+
+
+def _origin(file: str | None) -> Path | None:
+    return Path(file).resolve() if file else None
 
 
 def load_plugins(specs, base_dir: str | Path | None = None) -> list[ModuleType]:
