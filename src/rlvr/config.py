@@ -314,6 +314,12 @@ def _yaml(text: str, where: str, in_file: bool) -> Any:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
 
 
+def read_yaml(text: str, where: str = "<yaml>") -> Any:
+    """Parse YAML from an untrusted place the way configs are parsed: safe types only, bounded size and aliases;
+    any problem is a ConfigError naming ``where``."""
+    return _yaml(text, where, in_file=True)
+
+
 def _suggest(name: str, candidates: Sequence[str]) -> str:
     leaf = name.split(".")[-1]
     same_leaf = [c for c in candidates if c.split(".")[-1] == leaf and c != name]
