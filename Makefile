@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test test-vllm install dev clean system lock vllm-env
+.PHONY: demo test test-slow test-vllm install dev clean system lock vllm-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,8 +70,16 @@ system:
 	    apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	  else echo "missing system packages:$$missing (apt-get install$$missing)" >&2; fi; fi
 
+# The suite, slow tests deselected. `-rfEs` prints the reason of every skip; a skipped comparison test (rlvr against
+# Math-Verify, Google's IFEval checker, the verifiers package) counts as a failure (tests/conftest.py): the dev
+# extra installs the references they need.
+PYTEST := RLVR_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q -rfEs
 test: $(VENV)/.installed-dev system test-vllm
-	RLVR_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q
+	$(PYTEST) -m "not slow"
+
+# The slow-marked tests only (full-length runs such as the demo's exact line).
+test-slow: $(VENV)/.installed-dev system
+	$(PYTEST) -m slow
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) demo_out runs .pytest_cache
