@@ -535,10 +535,12 @@ def test_box_after_unclosed_boxes_is_found():
 
 @pytest.mark.parametrize("text", ["0", "-0", "007", "3.50", "-12.125", "1234567890123", "-3", "2.0"])
 def test_plain_number_shortcut_builds_the_parsers_tree(text):
-    from rlvr.verifiers.math.parse import normalize, parse_answer, parse_expr
+    from rlvr.verifiers.math.normalize import normalize
+    from rlvr.verifiers.math.parse import parse_answer, parse_expr
+    from rlvr.verifiers.math.values import Expression
 
     assert normalize(text) == text
-    assert parse_answer(text) == ("expr", parse_expr(text), False)
+    assert parse_answer(text) == Expression(parse_expr(text), False)
 
 
 def test_symbolic_stage_goes_through_the_runner():

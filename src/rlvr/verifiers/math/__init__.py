@@ -9,9 +9,13 @@ Layout
     normalize.py    one spelling for an answer (delimiters, \\text{}, Unicode, thousands, repeating decimals)
     units.py        units after a value: which words are units, their dimension and size
     expression.py   our own tokenizer and parser of the LaTeX subset of answers -> small tuple trees
-    parse.py        the answer's structure around them (sets, tuples, intervals, inequalities, equations with
-                    all their sides, ratios, quantities, matrices, text)
-    equivalence.py  strings -> exact rationals -> numeric -> polynomial normal forms -> probing -> (symbolic stage)
+    values.py       the kinds of answer value (Expression, Equation, Interval, FiniteSet, OrderedTuple, Matrix,
+                    Quantity, Text, ...), one small dataclass each
+    parse.py        the answer's structure around the trees (sets, tuples, intervals, inequalities, equations
+                    with all their sides, ratios, quantities, matrices, text) as such a value
+    exact.py        exact rational values and polynomial normal forms of trees (used by parse and compare)
+    equivalence.py  one comparison per pair of kinds: strings -> exact rationals -> numeric -> polynomial
+                    normal forms -> probing -> (symbolic stage); imports parse's kinds, never the parser
     numeric.py      values of trees in complex floats and in 60-digit mpmath numbers
     budget.py       the call's deadline, checked between bounded steps
     cache.py        caches bounded in bytes
@@ -58,6 +62,7 @@ an integer directly followed by \\frac{p}{q} is a mixed number (3\\frac{1}{2} = 
 
 from __future__ import annotations
 
+import enum
 import re
 import threading
 import time
@@ -66,11 +71,12 @@ from typing import Any
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.cache import ByteLRU, byte_cached
-from rlvr.verifiers.math.equivalence import Ctx, check
-from rlvr.verifiers.math.expression import decimal_value
+from rlvr.verifiers.math.equivalence import Comparison, Prover, equivalent
+from rlvr.verifiers.math.expression import ParseError, TooComplex, decimal_value
 from rlvr.verifiers.math.extract import boxed_all, extract
-from rlvr.verifiers.math.normalize import PLAIN_NUMBER
-from rlvr.verifiers.math.parse import ParseError, TooComplex, is_multi, normalize, parse_answer
+from rlvr.verifiers.math.normalize import PLAIN_NUMBER, normalize
+from rlvr.verifiers.math.parse import parse_answer
+from rlvr.verifiers.math.values import AnswerValue, Equation, FiniteSet, OrderedTuple, is_multi
 from rlvr.verifiers.registry import register_verifier
 
 MAX_RESPONSE_CHARS = 200_000  # only the tail of a longer response is searched
@@ -113,7 +119,7 @@ def _distinct_values(texts: list[str], units: bool) -> list[str]:
     for t in texts[:-1]:
         try:
             box = parse_answer(t, units=units, _normalized=True)
-            same = check(box, final, Ctx(symbolic=_no_proof, refute_first=True)) is True
+            same = equivalent(box, final, Comparison(prover=_no_proof, refute_first=True)) is True
         except (ParseError, TooComplex):
             same = False
         if not same:
@@ -130,7 +136,7 @@ def _spellings(boxes: list[str] | tuple[str, ...], units: bool) -> list[str]:
     return out
 
 
-def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
+def _reference_value(reference: Any, units: bool) -> tuple[AnswerValue | None, str, Verdict | None]:
     """(value or None when our parser cannot read it, normalised text, a final verdict or None)."""
     value, norm, final = _reference_head(reference, units)
     if final is None and value is None and norm:
@@ -138,7 +144,7 @@ def _reference_value(reference: Any, units: bool) -> tuple[tuple | None, str, Ve
     return value, norm, final
 
 
-def _reference_head(reference: Any, units: bool) -> tuple[tuple | None, str, Verdict | None]:
+def _reference_head(reference: Any, units: bool) -> tuple[AnswerValue | None, str, Verdict | None]:
     """``_reference_value`` without parsing a string reference (value None): enough to see that an answer
     is spelled like it."""
     if isinstance(reference, bool) or reference is None:
@@ -154,7 +160,7 @@ def _reference_head(reference: Any, units: bool) -> tuple[tuple | None, str, Ver
             return None, "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
         except ParseError:
             return None, "", _v(0.0, Status.ERROR, "bad_reference", error="an element cannot be parsed")
-        return ("set", vals), "", None
+        return FiniteSet(tuple(vals)), "", None
     if not isinstance(reference, str):
         return None, "", _v(0.0, Status.ERROR, "bad_reference", error=f"got {type(reference).__name__}")
     norm, final = _reference_text(reference, units)
@@ -178,7 +184,7 @@ def _reference_text(reference: str, units: bool) -> tuple[str, Verdict | None]:
 
 
 @byte_cached(16 * 2**20, bytes_per_char=300)  # a parse tree: at most a node (tuple, Fraction) per character
-def _reference_parsed(norm: str, units: bool) -> tuple[tuple | None, Verdict | None]:
+def _reference_parsed(norm: str, units: bool) -> tuple[AnswerValue | None, Verdict | None]:
     """The parsed normalised reference (None when our parser cannot read it) or a final verdict."""
     try:
         return parse_answer(norm, units=units, _normalized=True), None
@@ -188,11 +194,19 @@ def _reference_parsed(norm: str, units: bool) -> tuple[tuple | None, Verdict | N
         return None, None
 
 
+class Stage(enum.Enum):
+    """Where ``decide`` runs, which says what it may do when our own stages cannot tell."""
+
+    INLINE = "inline"  # in the caller: answer None, so that the symbolic stage decides
+    SYMBOLIC = "symbolic"  # in a supervised worker: SymPy (and latex2sympy2_extended for text we cannot parse)
+    PROBE = "probe"  # SymPy ran out of time: only 60-digit probes at every scale may accept
+
+
 def decide(
     answer: str,
     reference: Any,
     *,
-    symbolic: bool | str = False,
+    stage: Stage = Stage.INLINE,
     boxes: list[str] | tuple[str, ...] = (),
     tuple_order: bool = True,
     rel_tol: float = 1e-9,
@@ -201,7 +215,7 @@ def decide(
     units: bool = True,
 ) -> Verdict | None:
     """Compare an extracted answer with the reference. Returns None when only the symbolic stage can tell
-    (never when ``symbolic`` is True, or "probe": SymPy replaced by 60-digit probing, which only accepts)."""
+    (never at Stage.SYMBOLIC or Stage.PROBE)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
     ref, ref_norm, final = _reference_head(reference, units)
@@ -211,32 +225,24 @@ def decide(
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     norm = normalize(answer, units=units)
     spelled = _spellings(boxes, units)
-
-    # multiple choice
-    m = _MC.match(ref_norm) if ref_norm else None
-    if m:
-        got = _MC_ANSWER.match(norm)
-        letters = {b.strip("() .").upper() for b in spelled} - {""}
-        others = {x.upper() for pair in _OTHER_CHOICE.findall(norm[got.end():]) for x in pair if x} if got else set()
-        if got and (got.group(1) or got.group(2)).upper() == m.group(1) and len(letters) <= 1 \
-                and others <= {m.group(1)}:
-            return _v(1.0, Status.CORRECT, "choice_equal")
-        return _v(0.0, Status.INCORRECT, "choice_mismatch")
+    choice = _MC.match(ref_norm) if ref_norm else None
+    if choice:
+        return _choice_verdict(norm, choice.group(1), spelled)
 
     # hedging across several boxes (boxes with equivalent values count once)
     distinct = _distinct_values([t for t in dict.fromkeys(spelled) if t != norm] + [norm] if spelled else [], units)
     multi_box = len(distinct) > 1
-    if not multi_box and ref_norm and norm == ref_norm:
-        return _v(1.0, Status.CORRECT, "string_equal")
-    if not multi_box and _DECIMAL_COMMA.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
-        norm = norm.replace(",", ".")  # "1,22" against the single number 1.22: a decimal comma
-    elif not multi_box and _DECIMAL_COMMA.fullmatch(ref_norm) and PLAIN_NUMBER.fullmatch(norm):
-        ref_norm, ref = ref_norm.replace(",", "."), None
-    if not multi_box and PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
-        # two decimal numbers, the commonest comparison: exact, without building any tree
-        if decimal_value(norm) == decimal_value(ref_norm):
-            return _v(1.0, Status.CORRECT, "equivalent")
-        return _v(0.0, Status.INCORRECT, "not_equivalent")
+    if not multi_box:
+        quick = _string_verdict(norm, ref_norm)
+        if quick is not None:
+            return quick
+        if _DECIMAL_COMMA.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+            norm = norm.replace(",", ".")  # "1,22" against the single number 1.22: a decimal comma
+        elif _DECIMAL_COMMA.fullmatch(ref_norm) and PLAIN_NUMBER.fullmatch(norm):
+            ref_norm, ref = ref_norm.replace(",", "."), None
+        quick = _plain_numbers_verdict(norm, ref_norm)
+        if quick is not None:
+            return quick
     if ref is None and isinstance(reference, str):
         ref, final = _reference_parsed(ref_norm, units)
         if final is not None:
@@ -247,52 +253,96 @@ def decide(
         return _v(0.0, Status.UNDECIDABLE, "no_answer_found")
 
     try:
+        got: AnswerValue | None
         if multi_box:
-            got_v: tuple | None = ("set", [parse_answer(d, units=units, _normalized=True) for d in distinct])
+            got = FiniteSet(tuple(parse_answer(d, units=units, _normalized=True) for d in distinct))
         else:
-            got_v = parse_answer(norm, units=units, _normalized=True)
+            got = parse_answer(norm, units=units, _normalized=True)
     except TooComplex:
         return _v(0.0, Status.UNDECIDABLE, "too_complex", side="response")
     except ParseError:
-        got_v = None
-    if got_v is None or ref is None:
-        if symbolic is not True:  # only the worker may run latex2sympy (unbounded)
+        got = None
+    if got is None or ref is None:
+        if stage is not Stage.SYMBOLIC:  # only the worker may run latex2sympy (unbounded)
             return None
-        from rlvr.verifiers.math.symbolic import latex2sympy_equal
-
-        ref_text = ref_norm if isinstance(reference, str) else None
-        if ref is None and (ref_text is None or latex2sympy_equal(ref_text, ref_text) is None):
-            return _v(0.0, Status.ERROR, "bad_reference", error="the reference cannot be parsed")
-        if got_v is None and latex2sympy_equal(norm, norm) is None:
-            return _v(0.0, Status.UNDECIDABLE, "unparseable_answer")
-        if ref_text is None:  # a list reference our parser reads, an answer only latex2sympy reads
-            return _v(0.0, Status.UNDECIDABLE, "unparseable_answer")
-        same = latex2sympy_equal(norm, ref_text)
-        if same:
-            return _v(1.0, Status.CORRECT, "symbolic_equal", parser="latex2sympy2_extended")
-        return _v(0.0, Status.INCORRECT, "not_equivalent", parser="latex2sympy2_extended")
-
-    coordinates = ref[0] == "tuple" and all(v[0] == "eq" for v in got_v[1]) if got_v[0] == "set" else False
-    if is_multi(got_v) and not is_multi(ref) and len(got_v[1]) > 1 and not coordinates:  # x = 1, y = 2 is a point
+        return _latex2sympy_verdict(norm, ref_norm if isinstance(reference, str) else None, got, ref)
+    if _several_for_one(got, ref):
         return _v(0.0, Status.INCORRECT, "multiple_answers")
 
-    ctx = Ctx(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent, tuple_order=bool(tuple_order),
-              inexact=bool(_DECIMAL.search(norm) or _DECIMAL.search(ref_norm)))
-    if symbolic == "probe":  # SymPy ran out of time: only 60-digit probes at every scale may accept
-        ctx.symbolic = _undecided
-    elif symbolic:
-        from rlvr.verifiers.math.symbolic import sympy_equal
-
-        ctx.symbolic = sympy_equal
+    comparison = Comparison(rel_tol=float(rel_tol), abs_tol=float(abs_tol), percent=percent,
+                            tuple_order=bool(tuple_order),
+                            inexact=bool(_DECIMAL.search(norm) or _DECIMAL.search(ref_norm)),
+                            prover=_prover(stage))
     try:
-        result = check(got_v, ref, ctx)
+        result = equivalent(got, ref, comparison)
     except TooComplex as exc:
         return _v(0.0, Status.UNDECIDABLE, "too_complex", guard=str(exc.args[0]) if exc.args else "")
     if result is None:
         return None
     if result:
-        return _v(1.0, Status.CORRECT, ctx.notes[-1] if ctx.notes else "equivalent")
+        return _v(1.0, Status.CORRECT, comparison.notes[-1] if comparison.notes else "equivalent")
     return _v(0.0, Status.INCORRECT, "not_equivalent")
+
+
+def _choice_verdict(norm: str, letter: str, spelled: list[str]) -> Verdict:
+    """A letter reference: the answer's letter, and no other letter offered beside it."""
+    got = _MC_ANSWER.match(norm)
+    letters = {b.strip("() .").upper() for b in spelled} - {""}
+    others = {x.upper() for pair in _OTHER_CHOICE.findall(norm[got.end():]) for x in pair if x} if got else set()
+    if got and (got.group(1) or got.group(2)).upper() == letter and len(letters) <= 1 and others <= {letter}:
+        return _v(1.0, Status.CORRECT, "choice_equal")
+    return _v(0.0, Status.INCORRECT, "choice_mismatch")
+
+
+def _string_verdict(norm: str, ref_norm: str) -> Verdict | None:
+    if ref_norm and norm == ref_norm:
+        return _v(1.0, Status.CORRECT, "string_equal")
+    return None
+
+
+def _plain_numbers_verdict(norm: str, ref_norm: str) -> Verdict | None:
+    """Two decimal numbers, the commonest comparison: exact, without building any tree."""
+    if PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
+        if decimal_value(norm) == decimal_value(ref_norm):
+            return _v(1.0, Status.CORRECT, "equivalent")
+        return _v(0.0, Status.INCORRECT, "not_equivalent")
+    return None
+
+
+def _several_for_one(got: AnswerValue, ref: AnswerValue) -> bool:
+    """Several values offered for a single-valued reference (``x = 1, y = 2`` for a point is one value)."""
+    if not is_multi(got) or is_multi(ref):
+        return False
+    items = got.items  # type: ignore[union-attr]
+    coordinates = isinstance(got, FiniteSet) and isinstance(ref, OrderedTuple) and \
+        all(isinstance(v, Equation) for v in items)
+    return len(items) > 1 and not coordinates
+
+
+def _prover(stage: Stage) -> Prover | None:
+    if stage is Stage.PROBE:
+        return _undecided
+    if stage is Stage.SYMBOLIC:
+        from rlvr.verifiers.math.symbolic import sympy_equal
+
+        return sympy_equal
+    return None
+
+
+def _latex2sympy_verdict(norm: str, ref_text: str | None, got: AnswerValue | None,
+                         ref: AnswerValue | None) -> Verdict:
+    """latex2sympy2_extended for a side our parser cannot read (in the supervised worker only)."""
+    from rlvr.verifiers.math.symbolic import latex2sympy_equal
+
+    if ref is None and (ref_text is None or latex2sympy_equal(ref_text, ref_text) is None):
+        return _v(0.0, Status.ERROR, "bad_reference", error="the reference cannot be parsed")
+    if got is None and latex2sympy_equal(norm, norm) is None:
+        return _v(0.0, Status.UNDECIDABLE, "unparseable_answer")
+    if ref_text is None:  # a list reference our parser reads, an answer only latex2sympy reads
+        return _v(0.0, Status.UNDECIDABLE, "unparseable_answer")
+    if latex2sympy_equal(norm, ref_text):
+        return _v(1.0, Status.CORRECT, "symbolic_equal", parser="latex2sympy2_extended")
+    return _v(0.0, Status.INCORRECT, "not_equivalent", parser="latex2sympy2_extended")
 
 
 def clear_caches() -> None:
@@ -392,7 +442,7 @@ def math_verifier(
     stage = "inline"
     previous = budget.set_deadline(soft)
     try:
-        verdict = decide(answer, reference, symbolic=False, **options)
+        verdict = decide(answer, reference, **options)
     except budget.OutOfTime:
         verdict = _v(0.0, Status.TIMEOUT, "timeout")
     except (RecursionError, MemoryError, ArithmeticError, LookupError, ValueError, TypeError) as exc:
@@ -406,7 +456,7 @@ def math_verifier(
         if verdict.status in (Status.TIMEOUT, Status.ERROR):
             previous = budget.set_deadline(soft)
             try:
-                probed = decide(answer, reference, symbolic="probe", **options)
+                probed = decide(answer, reference, stage=Stage.PROBE, **options)
             except (budget.OutOfTime, TooComplex):
                 probed = None
             finally:
@@ -420,4 +470,4 @@ def math_verifier(
     return Verdict(verdict.score, verdict.status, verdict.reason, shown, details)
 
 
-__all__ = ["caches", "clear_caches", "decide", "math_verifier"]
+__all__ = ["Stage", "caches", "clear_caches", "decide", "math_verifier"]

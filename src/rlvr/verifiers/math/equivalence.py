@@ -1,37 +1,57 @@
 """Is the response's answer equivalent to the reference? Cheapest test first.
 
 1. identical normalised strings (done by the caller) or identical trees
-2. exact rational arithmetic (fractions.Fraction) when both sides are rational constants
+2. exact rational arithmetic (exact.py) when both sides are rational constants
 3. numeric comparison when both sides are constants: floats refute; equality is confirmed with 60 digits
    (to ``rel_tol``/``abs_tol`` only when an answer holds a decimal literal, which is inexact by nature)
 4. polynomials in their variables: exact normal forms (expanded, rational coefficients), inline
 5. other expressions with variables: random-point probing over several scales (numeric.py) only ever
-   refutes; the symbolic stage decides (``Ctx.symbolic``, SymPy in a supervised worker). When SymPy can
+   refutes; the symbolic stage decides (``Comparison.prover``, SymPy in a supervised worker). When SymPy can
    neither prove nor refute the identity, 60-digit agreement at every probe accepts (reason "numeric_probe").
 
-Every evaluator here is guarded before the work (exponent size, bits of an operand, factorial argument,
-terms of a product) and raises TooComplex instead of doing unbounded work; loops call budget.check(), so a
-call stops at its deadline. ``tri`` answers True / False / None, None meaning "only the symbolic stage
-can tell" (it never returns None when ``Ctx.symbolic`` is set).
+Answer values (values.py) are compared by one function per pair of kinds, found in the table ``_BY_KINDS``;
+equations, sets and alternatives are unwrapped first (``_equivalent``). Every comparison answers True / False /
+None, None meaning "only the symbolic stage can tell" (never None when ``Comparison.prover`` is set).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from rlvr.verifiers.math import budget
+from rlvr.verifiers.math.exact import (
+    NotRational,
+    exact_value,
+    guard_size,
+    polynomial_identity,
+    proportional,
+)
+from rlvr.verifiers.math.expression import INF, TooComplex, free_symbols
 from rlvr.verifiers.math.numeric import FLOATS, NotNumeric, evaluate, precise
-from rlvr.verifiers.math.expression import TooComplex, free_symbols
-from rlvr.verifiers.math.parse import INF
+from rlvr.verifiers.math.units import SIZES
+from rlvr.verifiers.math.values import (
+    Alternatives,
+    AnswerValue,
+    Equation,
+    Expression,
+    FiniteSet,
+    IntegerRange,
+    Interval,
+    IntervalUnion,
+    Matrix,
+    OrderedTuple,
+    Quantity,
+    Ratio,
+    Text,
+    Tree,
+    members,
+)
 
-MAX_EXPONENT = 10000  # |n| in an exact power b^n
-MAX_BITS = 40_000  # bits of an exact value (an operation on two such numbers takes about a millisecond)
-MAX_FACTORIAL = 2000  # n! computed exactly up to this n
 # magnitudes of the probe points: floats refute on moderate ones (where float error stays small); the 60-digit
 # probes that may accept also cover tiny and huge ones, so expressions that differ only there are told apart
 PROBE_SCALES = ((0.3, 2.7), (3.0, 30.0))
@@ -39,23 +59,15 @@ PRECISE_SCALES = ((0.001, 0.3), (0.3, 2.7), (3.0, 30.0), (30.0, 3000.0), (3000.0
 PROBE_POINTS = 12
 PROBE_REL = 1e-7  # float probing tolerance (float error accumulates in arbitrary expressions)
 PRECISE_REL = 1e-45  # 60-digit agreement that counts as equality
-MAX_POLY_TERMS = 400  # a polynomial normal form with more terms is left to the symbolic stage
-MAX_POLY_POWER = 64
-MAX_POLY_WORK = 20_000  # term products per comparison (about 10 ms), so no input makes this stage slow
-MAX_COEFFICIENT_BITS = 2048  # a product of coefficients past this size is left to the other stages
 INTEGER_PARAMETERS = ("k", "n", "m")  # x = k\pi and x = n\pi name the same solutions
 
-
-class NotRational(Exception):
-    pass
-
-
-class NotPolynomial(Exception):
-    pass
+Prover = Callable[[Tree, Tree], "bool | None"]
 
 
 @dataclass
-class Ctx:
+class Comparison:
+    """The policy of one comparison and what it found (``notes``: how equality was shown)."""
+
     rel_tol: float = 1e-9
     abs_tol: float = 1e-12
     percent: str = "auto"
@@ -64,269 +76,10 @@ class Ctx:
     # probe with floats before expanding polynomials: cheaper for values that differ (the hedge check's
     # boxes), at the risk of float error calling a cancelling expansion different
     refute_first: bool = False
-    symbolic: Callable[[tuple, tuple], bool | None] | None = None
+    # the symbolic stage: proves or refutes an identity of two trees (None: it cannot tell); without one, a
+    # comparison only the symbolic stage can decide answers None
+    prover: Prover | None = None
     notes: list[str] = field(default_factory=list)
-
-
-# -------------------------------------------------------------------------------------------- evaluators
-
-
-def _exact_root(x: Fraction, q: int) -> Fraction:
-    """x ** (1/q) when it is rational, else NotRational."""
-    if q < 1 or q > 100:
-        raise NotRational
-    neg = x < 0
-    if neg and q % 2 == 0:
-        raise NotRational
-    x = abs(x)
-
-    def iroot(n: int) -> int:
-        if n.bit_length() > MAX_BITS:
-            raise TooComplex("number_too_large")
-        r = round(n ** (1.0 / q)) if n.bit_length() < 1000 else _int_root(n, q)
-        for c in (r - 1, r, r + 1):
-            if c >= 0 and c**q == n:
-                return c
-        raise NotRational
-
-    v = Fraction(iroot(x.numerator), iroot(x.denominator))
-    return -v if neg else v
-
-
-def _int_root(n: int, q: int) -> int:
-    """floor(n ** (1/q)) by Newton's method (a number of steps logarithmic in n's bits)."""
-    if q == 2:
-        return math.isqrt(n)
-    x = 1 << (n.bit_length() // q + 1)  # above the root; Newton's steps descend to it
-    while True:
-        budget.check()
-        y = ((q - 1) * x + n // x ** (q - 1)) // q
-        if y >= x:
-            return x
-        x = y
-
-
-def _rpow(b: Fraction, e: Fraction) -> Fraction:
-    if b in (0, 1) and e > 0:
-        return b
-    if b == 1:
-        return b
-    if b == -1 and e.denominator == 1:
-        return Fraction(1 if e.numerator % 2 == 0 else -1)
-    n = abs(e.numerator)
-    if n > MAX_EXPONENT:
-        raise TooComplex("exponent_too_large")
-    bits = max(b.numerator.bit_length(), b.denominator.bit_length())
-    if bits * n > MAX_BITS:
-        raise TooComplex("number_too_large")
-    if b == 0:
-        raise NotRational  # 0 ** negative
-    v = b**n
-    if e.denominator != 1:
-        v = _exact_root(v, e.denominator)
-    return 1 / v if e < 0 else v
-
-
-def _bits(v: Fraction) -> int:
-    return max(v.numerator.bit_length(), v.denominator.bit_length())
-
-
-def _sized(v: Fraction) -> Fraction:
-    if _bits(v) > MAX_BITS:
-        raise TooComplex("number_too_large")
-    return v
-
-
-def rat(a: tuple) -> Fraction:
-    """The exact rational value of a constant tree; NotRational / TooComplex otherwise."""
-    k = a[0]
-    if k == "num":
-        return a[1]
-    if k == "neg":
-        return -rat(a[1])
-    if k == "add":
-        total = Fraction(0)
-        for t in a[1]:
-            budget.check()
-            total += _sized(rat(t))
-            _sized(total)
-        return total
-    if k == "mul":
-        v = Fraction(1)
-        for t in a[1]:
-            budget.check()
-            w = _sized(rat(t))
-            if _bits(v) + _bits(w) > MAX_BITS:
-                raise TooComplex("number_too_large")
-            v *= w
-        return v
-    if k == "div":
-        d = rat(a[2])
-        n = rat(a[1])
-        if d == 0:
-            raise NotRational
-        if _bits(n) + _bits(d) > MAX_BITS:
-            raise TooComplex("number_too_large")
-        return n / d
-    if k == "pow":
-        e = rat(a[2])
-        return _rpow(rat(a[1]), e)
-    if k == "root":
-        n = rat(a[2])
-        if n.denominator != 1:
-            raise NotRational
-        return _exact_root(rat(a[1]), int(n))
-    if k == "fact":
-        n = rat(a[1])
-        if n.denominator != 1 or n < 0:
-            raise NotRational
-        if n > MAX_FACTORIAL:
-            raise TooComplex("factorial_too_large")
-        return Fraction(math.factorial(int(n)))
-    if k == "abs":
-        return abs(rat(a[1]))
-    raise NotRational
-
-
-def guard(a: tuple) -> None:
-    """Raise TooComplex if evaluating any constant part of ``a`` (in SymPy too) would be huge."""
-    stack = [a]
-    while stack:
-        n = stack.pop()
-        k = n[0]
-        if k in ("num", "sym", "const"):
-            continue
-        if k in ("pow", "fact", "root"):
-            try:
-                rat(n)
-            except NotRational:
-                pass
-            if k == "pow":
-                try:
-                    e = rat(n[2])
-                    if abs(e.numerator) > MAX_EXPONENT and not (n[1][0] == "num" and n[1][1] in (0, 1, -1)):
-                        raise TooComplex("exponent_too_large")
-                except NotRational:
-                    pass
-            if k == "fact":
-                try:
-                    if rat(n[1]) > MAX_FACTORIAL:
-                        raise TooComplex("factorial_too_large")
-                except NotRational:
-                    pass
-        for c in n[1:]:
-            if isinstance(c, tuple) and c and isinstance(c[0], str):
-                stack.append(c)
-            elif isinstance(c, tuple):
-                stack.extend(c)
-
-
-# ------------------------------------------------------------------------------- polynomial normal form
-# A polynomial with rational coefficients as {monomial: coefficient}, a monomial being a sorted tuple of
-# (variable, exponent). Two polynomials are equal as functions iff their normal forms are equal, so the
-# commonest symbolic answers ((x+1)^2 vs x^2+2x+1) are proved exactly, inline, without SymPy.
-
-Poly = dict[tuple[tuple[str, int], ...], Fraction]
-
-
-def _poly_mul(p: Poly, q: Poly, work: list[int]) -> Poly:
-    budget.check()
-    work[0] -= len(p) * len(q)
-    if work[0] < 0:
-        raise NotPolynomial
-    if max(map(_bits, p.values()), default=0) + max(map(_bits, q.values()), default=0) > MAX_COEFFICIENT_BITS:
-        raise NotPolynomial
-    out: Poly = {}
-    for m1, c1 in p.items():
-        budget.check()
-        for m2, c2 in q.items():
-            powers = dict(m1)
-            for name, e in m2:
-                powers[name] = powers.get(name, 0) + e
-            m = tuple(sorted(powers.items()))
-            out[m] = out.get(m, 0) + c1 * c2
-    out = {m: c for m, c in out.items() if c}
-    if len(out) > MAX_POLY_TERMS:
-        raise NotPolynomial
-    return out
-
-
-def poly(a: tuple, work: list[int] | None = None) -> Poly:
-    """The normal form of ``a`` when it is a polynomial in its variables (``pi`` and ``e`` count as
-    variables: equal forms are then still equal numbers); NotPolynomial otherwise, also once ``work``
-    (a one-element budget of term products) runs out."""
-    if work is None:
-        work = [MAX_POLY_WORK]
-    k = a[0]
-    if k == "num":
-        if _bits(a[1]) > MAX_COEFFICIENT_BITS:
-            raise NotPolynomial
-        return {(): a[1]} if a[1] else {}
-    if k == "sym" or (k == "const" and a[1] in ("pi", "e")):
-        return {((a[1] if k == "sym" else "\\" + a[1], 1),): Fraction(1)}
-    if k == "neg":
-        return {m: -c for m, c in poly(a[1], work).items()}
-    if k == "add":
-        out: Poly = {}
-        for t in a[1]:
-            for m, c in poly(t, work).items():
-                out[m] = out.get(m, 0) + c
-        return {m: c for m, c in out.items() if c}
-    if k == "mul":
-        out = {(): Fraction(1)}
-        for t in a[1]:
-            out = _poly_mul(out, poly(t, work), work)
-        return out
-    if k == "div":
-        try:
-            d = rat(a[2])
-        except NotRational:
-            raise NotPolynomial from None
-        if d == 0 or _bits(d) > MAX_COEFFICIENT_BITS:
-            raise NotPolynomial
-        return {m: c / d for m, c in poly(a[1], work).items()}
-    if k == "pow":
-        try:
-            n = rat(a[2])
-        except NotRational:
-            raise NotPolynomial from None
-        if n.denominator != 1 or not 0 <= n <= MAX_POLY_POWER:
-            raise NotPolynomial
-        base, out = poly(a[1], work), {(): Fraction(1)}
-        for _ in range(int(n)):
-            out = _poly_mul(out, base, work)
-        return out
-    raise NotPolynomial
-
-
-def polynomial_identity(x: tuple, y: tuple) -> bool | None:
-    """True when ``x`` and ``y`` are the same polynomial; False when they are different polynomials in
-    variables only (then they differ at some point); None when this cannot tell."""
-    try:
-        work = [MAX_POLY_WORK]
-        px, py = poly(x, work), poly(y, work)
-    except (NotPolynomial, NotRational, TooComplex):
-        return None
-    if px == py:
-        return True
-    has_constants = any(name.startswith("\\") for m in (*px, *py) for name, _ in m)
-    return None if has_constants else False
-
-
-def proportional(x: tuple, y: tuple) -> bool | None:
-    """True when polynomials ``x`` and ``y`` are nonzero rational multiples of each other (the equations
-    x = 0 and y = 0 are then the same), False when they are polynomials that are not, None when either is
-    no polynomial."""
-    try:
-        work = [MAX_POLY_WORK]
-        px, py = poly(x, work), poly(y, work)
-    except (NotPolynomial, NotRational, TooComplex):
-        return None
-    if not px or not py or px.keys() != py.keys():
-        return not px and not py
-    m = next(iter(py))
-    ratio = px[m] / py[m]
-    return all(px[k] == ratio * c for k, c in py.items())
 
 
 def _inf_sign(a: tuple) -> int:
@@ -406,92 +159,94 @@ def _same_parameter(x: tuple, y: tuple, nx: set[str], ny: set[str]) -> tuple:
     return y
 
 
-def _constants_equal(x: tuple, y: tuple, px: bool, py: bool, ctx: Ctx) -> bool | None:
+def _constants_equal(x: tuple, y: tuple, px: bool, py: bool, cmp: Comparison) -> bool | None:
     """Compare two constant trees numerically: floats refute; equality needs 60 digits (or the tolerances
     when an answer is an inexact decimal)."""
     try:
         cx, cy = evaluate(x, {}), evaluate(y, {})
     except NotNumeric:
         return None
-    pairs = _scales(cx, cy, px, py, ctx.percent)
-    if not any(_close(a, b, max(ctx.rel_tol, 1e-12), max(ctx.abs_tol, 1e-300)) for a, b in pairs):
+    pairs = _scales(cx, cy, px, py, cmp.percent)
+    if not any(_close(a, b, max(cmp.rel_tol, 1e-12), max(cmp.abs_tol, 1e-300)) for a, b in pairs):
         return False
-    if ctx.inexact:
-        return any(_close(a, b, ctx.rel_tol, ctx.abs_tol) for a, b in pairs)
+    if cmp.inexact:
+        return any(_close(a, b, cmp.rel_tol, cmp.abs_tol) for a, b in pairs)
     budget.check()
     nums = precise()
     try:
         mx, my = evaluate(x, {}, nums), evaluate(y, {}, nums)
     except NotNumeric:
         return None
-    return any(_close(a, b, PRECISE_REL, 1e-50) for a, b in _scales(mx, my, px, py, ctx.percent))
+    return any(_close(a, b, PRECISE_REL, 1e-50) for a, b in _scales(mx, my, px, py, cmp.percent))
 
 
-def scalar(x: tuple, y: tuple, ctx: Ctx, px: bool = False, py: bool = False) -> bool | None:
+def expressions_equal(x: Tree, y: Tree, cmp: Comparison, px: bool = False, py: bool = False) -> bool | None:
+    """Are two expression trees equal (``px``/``py``: written with a percent sign)? See the module docstring."""
     budget.check()
     if x == y and px == py:
         return True
     sx, sy = _inf_sign(x), _inf_sign(y)
     if sx or sy:
         return sx == sy
-    guard(x)
-    guard(y)
+    guard_size(x)
+    guard_size(y)
     try:
-        rx, ry = rat(x), rat(y)
+        rx, ry = exact_value(x), exact_value(y)
     except NotRational:
         pass
     else:
-        return any(a == b for a, b in _scales(rx, ry, px, py, ctx.percent))
+        return any(a == b for a, b in _scales(rx, ry, px, py, cmp.percent))
     nx, ny = free_symbols(x), free_symbols(y)
     if nx != ny:
         y = _same_parameter(x, y, nx, ny)
         ny = free_symbols(y)
     names = nx | ny
     if not names:
-        same = _constants_equal(x, y, px, py, ctx)
+        same = _constants_equal(x, y, px, py, cmp)
         if same is not None:
             return same
-    result = probe(x, y, names) if names and ctx.refute_first else "unknown"
+    result = probe(x, y, names) if names and cmp.refute_first else "unknown"
     if result == "disagree":
         return False
     if names:
         same = polynomial_identity(x, y)
         if same is not None:
             if same:
-                ctx.notes.append("polynomial_equal")
+                cmp.notes.append("polynomial_equal")
             return same
-    if names and not ctx.refute_first:
+    if names and not cmp.refute_first:
         result = probe(x, y, names)
     if result == "disagree":
         return False
-    if ctx.symbolic is None:
+    if cmp.prover is None:
         return None
-    verdict = ctx.symbolic(x, y)
+    verdict = cmp.prover(x, y)
     if verdict:
-        ctx.notes.append("symbolic_equal")
+        cmp.notes.append("symbolic_equal")
         return True
     if verdict is None and names and probe(x, y, names, precise_check=True) == "agree":
-        ctx.notes.append("numeric_probe")
+        cmp.notes.append("numeric_probe")
         return True
     return False
+
 
 
 # ----------------------------------------------------------------------------------------------- values
 
 
-def _any(results: list[bool | None]) -> bool | None:
+def _any(results: Sequence[bool | None]) -> bool | None:
     if any(r is True for r in results):
         return True
     return None if any(r is None for r in results) else False
 
 
-def _all(results: list[bool | None]) -> bool | None:
+def _all(results: Sequence[bool | None]) -> bool | None:
     if any(r is False for r in results):
         return False
     return None if any(r is None for r in results) else True
 
 
-def _matching(xs: list, ys: list, ctx: Ctx) -> bool | None:
+def _matching(xs: Sequence[AnswerValue], ys: Sequence[AnswerValue], cmp: Comparison) -> bool | None:
     """An unordered one-to-one match of xs onto ys (an equivalence, so greedy suffices)."""
     if len(xs) != len(ys):
         return False
@@ -501,7 +256,7 @@ def _matching(xs: list, ys: list, ctx: Ctx) -> bool | None:
         hit = None
         maybe = False
         for j in free:
-            r = tri(x, ys[j], ctx)
+            r = _equivalent(x, ys[j], cmp)
             if r is True:
                 hit = j
                 break
@@ -516,77 +271,62 @@ def _matching(xs: list, ys: list, ctx: Ctx) -> bool | None:
     return None if unsure else True
 
 
-def _elements(v: tuple) -> list[tuple] | None:
-    if v[0] in ("set", "or"):
-        return v[1]
-    return None
-
-
-def _interval_eq(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
-    _, lc1, lo1, hi1, rc1 = a
-    _, lc2, lo2, hi2, rc2 = b
-    if _inf_sign(lo1) == 0 and lc1 != lc2:
-        return False
-    if _inf_sign(hi1) == 0 and rc1 != rc2:
-        return False
-    return _all([scalar(lo1, lo2, ctx), scalar(hi1, hi2, ctx)])
-
-
-def _as_union(v: tuple) -> tuple:
-    """"x < -1 or x > 1" (an "or" of intervals) as the union it describes; other values unchanged."""
-    if v[0] == "or" and v[1] and all(x[0] == "interval" for x in v[1]):
-        return ("union", v[1])
+def _as_union(v: AnswerValue) -> AnswerValue:
+    """"x < -1 or x > 1" (alternatives that are all intervals) as the union it describes; others unchanged."""
+    if isinstance(v, Alternatives) and v.items and all(isinstance(x, Interval) for x in v.items):
+        return IntervalUnion(v.items)
     return v
 
 
-def _range_values(r: tuple) -> list[tuple] | None:
+def _range_values(r: IntegerRange) -> list[AnswerValue] | None:
     """The integers of a range written in words, when both ends are integers and they are few."""
     try:
-        lo, hi = rat(r[1]), rat(r[2])
+        lo, hi = exact_value(r.lo), exact_value(r.hi)
     except NotRational:
         return None
     if lo.denominator != 1 or hi.denominator != 1 or not 0 <= hi - lo < 64:
         return None
-    return [("expr", ("num", Fraction(n)) if n >= 0 else ("neg", ("num", Fraction(-n))), False)
+    return [Expression(("num", Fraction(n)) if n >= 0 else ("neg", ("num", Fraction(-n))))
             for n in range(int(lo), int(hi) + 1)]
 
 
-def _side(v: tuple | None) -> tuple | None:
-    return v[1] if v is not None and v[0] == "expr" and not v[2] else None
+def _side(v: AnswerValue | None) -> Tree | None:
+    """The tree of an equation's side when it is a plain expression."""
+    return v.tree if isinstance(v, Expression) and not v.percent else None
 
 
-def _eq_value(a: tuple, ctx: Ctx) -> tuple | None:
+def _equation_value(a: Equation, cmp: Comparison) -> AnswerValue | None:
     """The value an equation commits to when it answers a question that is not an equation: the last side
     of ``label = ... = value`` (``AB = 4``, ``2 + 3 = 5``). None when a constant side contradicts it
     (``x = 13 = 12``) or a side is neither a label nor a constant (``3x = 6`` is no labelled 6)."""
-    _, sides, _, labels = a
-    last = _side(sides[-1])
-    for value, label in zip(sides[:-1], labels):
+    last = _side(a.sides[-1])
+    for value, label in zip(a.sides[:-1], a.labels):
         side = _side(value)
         if side is not None and not free_symbols(side):
-            if last is None or scalar(side, last, ctx) is not True:
+            if last is None or expressions_equal(side, last, cmp) is not True:
                 return None
         elif not label:
             return None
-    return sides[-1]
+    return a.sides[-1]
 
 
-def _function_renamed(a: tuple, b: tuple) -> dict[str, str]:
+def _function_renamed(a: Equation, b: Equation) -> dict[str, str]:
     """Parameter names of b's function mapped to a's (f(z) = z and f(x) = x define the same function)."""
-    fa, fb = a[2], b[2]
+    fa, fb = a.function, b.function
     if fa and fb and fa[0] == fb[0] and len(fa[1]) == len(fb[1]):
         return dict(zip(fb[1], fa[1]))
     return {}
 
 
-def _eq_equal(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
+def equations_equal(a: Equation, b: Equation, cmp: Comparison) -> bool | None:
     """Two equations are the same when lhs - rhs of one is a nonzero multiple of the other's (after renaming
     a function's parameters)."""
-    l1, r1 = _side(a[1][0]), _side(a[1][-1])
-    l2, r2 = _side(b[1][0]), _side(b[1][-1])
+    l1, r1 = _side(a.sides[0]), _side(a.sides[-1])
+    l2, r2 = _side(b.sides[0]), _side(b.sides[-1])
     if None in (l1, r1, l2, r2):
-        return _all([tri(a[1][0], b[1][0], ctx), tri(a[1][-1], b[1][-1], ctx)]) \
-            if None not in (a[1][0], b[1][0]) else False
+        if a.sides[0] is None or b.sides[0] is None:
+            return False
+        return _all([_equivalent(a.sides[0], b.sides[0], cmp), _equivalent(a.sides[-1], b.sides[-1], cmp)])
     names = _function_renamed(a, b)
     if names:
         l2, r2 = _rename(l2, names), _rename(r2, names)
@@ -595,126 +335,191 @@ def _eq_equal(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
     same = proportional(d1, d2)
     if same is not None:
         if same:
-            ctx.notes.append("polynomial_equal")
+            cmp.notes.append("polynomial_equal")
         return same
-    return _any([scalar(d1, d2, ctx), scalar(d1, ("neg", d2), ctx)])
+    return _any([expressions_equal(d1, d2, cmp), expressions_equal(d1, ("neg", d2), cmp)])
 
 
-def _quantity(q: tuple) -> tuple[str, tuple]:
+def _in_base_unit(q: Quantity) -> tuple[str, Tree]:
     """(dimension, the value in the dimension's base unit) of a quantity."""
-    from rlvr.verifiers.math.units import SIZES
-
-    unit = q[2]
-    dim, size = SIZES.get(unit, (unit, Fraction(1)))
-    if unit == "deg":
-        return dim, ("mul", (q[1], ("div", ("const", "pi"), ("num", Fraction(180)))))
-    return dim, ("mul", (q[1], ("num", size)))
+    dim, size = SIZES.get(q.unit, (q.unit, Fraction(1)))
+    if q.unit == "deg":
+        return dim, ("mul", (q.value, ("div", ("const", "pi"), ("num", Fraction(180)))))
+    return dim, ("mul", (q.value, ("num", size)))
 
 
-def _quantity_vs_bare(q: tuple, e: tuple, ctx: Ctx) -> bool | None:
+def quantities_equal(a: Quantity, b: Quantity, cmp: Comparison) -> bool | None:
+    """Same dimension, and equal values once converted to its base unit."""
+    (da, va), (db, vb) = _in_base_unit(a), _in_base_unit(b)
+    return da == db and expressions_equal(va, vb, cmp)
+
+
+def quantity_vs_bare(q: Quantity, e: Expression, cmp: Comparison) -> bool | None:
     """A bare number against a quantity is read in the quantity's unit; against degrees, also as radians."""
-    if e[2]:
+    if e.percent:
         return False
-    same = scalar(q[1], e[1], ctx)
-    if same is not True and q[2] == "deg":
-        return scalar(_quantity(q)[1], e[1], ctx)
+    same = expressions_equal(q.value, e.tree, cmp)
+    if same is not True and q.unit == "deg":
+        return expressions_equal(_in_base_unit(q)[1], e.tree, cmp)
     return same
 
 
-def _ratio_eq(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
+def expression_values_equal(a: Expression, b: Expression, cmp: Comparison) -> bool | None:
+    return expressions_equal(a.tree, b.tree, cmp, a.percent, b.percent)
+
+
+def ratios_equal(a: Ratio, b: Ratio, cmp: Comparison) -> bool | None:
     """a1:a2:... equals b1:b2:... when every term is in the same proportion."""
-    xs, ys = a[1], b[1]
+    xs, ys = a.terms, b.terms
     if len(xs) != len(ys):
         return False
-    return _all([scalar(("mul", (xs[i], ys[0])), ("mul", (ys[i], xs[0])), ctx) for i in range(1, len(xs))])
+    return _all([expressions_equal(("mul", (xs[i], ys[0])), ("mul", (ys[i], xs[0])), cmp)
+                 for i in range(1, len(xs))])
 
 
-def tri(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
+def ratio_vs_number(r: Ratio, e: Expression, cmp: Comparison) -> bool | None:
+    """a : b against a number: the quotient a / b."""
+    if len(r.terms) != 2 or e.percent:
+        return False
+    return expressions_equal(("div", r.terms[0], r.terms[1]), e.tree, cmp)
+
+
+def texts_equal(a: Text, b: Text, cmp: Comparison) -> bool | None:
+    return a.key == b.key
+
+
+def tuples_equal(a: OrderedTuple, b: OrderedTuple, cmp: Comparison) -> bool | None:
+    if len(a.items) != len(b.items):
+        return False
+    if not cmp.tuple_order:
+        return _matching(a.items, b.items, cmp)
+    return _all([_equivalent(x, y, cmp) for x, y in zip(a.items, b.items)])
+
+
+def intervals_equal(a: Interval, b: Interval, cmp: Comparison) -> bool | None:
+    """Same ends, and the same brackets at every finite end."""
+    if _inf_sign(a.lo) == 0 and a.lo_closed != b.lo_closed:
+        return False
+    if _inf_sign(a.hi) == 0 and a.hi_closed != b.hi_closed:
+        return False
+    return _all([expressions_equal(a.lo, b.lo, cmp), expressions_equal(a.hi, b.hi, cmp)])
+
+
+def tuple_vs_interval(t: OrderedTuple, iv: Interval, cmp: Comparison) -> bool | None:
+    """(a, b) written for an open interval."""
+    if len(t.items) != 2 or iv.lo_closed or iv.hi_closed or any(not isinstance(x, Expression) for x in t.items):
+        return False
+    return intervals_equal(Interval(False, t.items[0].tree, t.items[1].tree, False), iv, cmp)  # type: ignore[union-attr]
+
+
+def unions_equal(a: IntervalUnion, b: IntervalUnion, cmp: Comparison) -> bool | None:
+    return _matching(a.parts, b.parts, cmp)
+
+
+def matrices_equal(a: Matrix, b: Matrix, cmp: Comparison) -> bool | None:
+    if [len(r) for r in a.rows] != [len(r) for r in b.rows]:
+        return False
+    return _all([expressions_equal(x, y, cmp) for ra, rb in zip(a.rows, b.rows) for x, y in zip(ra, rb)])
+
+
+def matrix_vs_tuple(m: Matrix, t: OrderedTuple, cmp: Comparison) -> bool | None:
+    """A row or column vector against a tuple of its entries."""
+    cells = [c for r in m.rows for c in r]
+    if not (len(m.rows) == 1 or all(len(r) == 1 for r in m.rows)) or len(cells) != len(t.items):
+        return False
+    if any(not isinstance(x, Expression) for x in t.items):
+        return False
+    return _all([expressions_equal(c, x.tree, cmp) for c, x in zip(cells, t.items)])  # type: ignore[union-attr]
+
+
+def _closed(v: IntegerRange | Interval) -> Interval:
+    """A range in words is the closed interval of its ends."""
+    return Interval(True, v.lo, v.hi, True) if isinstance(v, IntegerRange) else v
+
+
+def ranges_equal(a: IntegerRange | Interval, b: IntegerRange | Interval, cmp: Comparison) -> bool | None:
+    return intervals_equal(_closed(a), _closed(b), cmp)
+
+
+Compare = Callable[[Any, Any, Comparison], "bool | None"]
+# (response kind, reference kind) -> comparison; a pair of two kinds is registered both ways (the comparison
+# is symmetric), a missing pair is "not equivalent"
+_BY_KINDS: dict[tuple[type, type], Compare] = {}
+
+
+def _register(ka: type, kb: type, fn: Compare) -> None:
+    _BY_KINDS[(ka, kb)] = fn
+    if ka is not kb:
+        _BY_KINDS[(kb, ka)] = lambda a, b, cmp: fn(b, a, cmp)
+
+
+for _ka, _kb, _fn in (
+    (Expression, Expression, expression_values_equal),
+    (Quantity, Quantity, quantities_equal),
+    (Quantity, Expression, quantity_vs_bare),
+    (Ratio, Ratio, ratios_equal),
+    (Ratio, Expression, ratio_vs_number),
+    (Text, Text, texts_equal),
+    (OrderedTuple, OrderedTuple, tuples_equal),
+    (Interval, Interval, intervals_equal),
+    (OrderedTuple, Interval, tuple_vs_interval),
+    (IntervalUnion, IntervalUnion, unions_equal),
+    (Matrix, Matrix, matrices_equal),
+    (Matrix, OrderedTuple, matrix_vs_tuple),
+):
+    _register(_ka, _kb, _fn)
+for _pair in ((IntegerRange, IntegerRange), (IntegerRange, Interval), (Interval, IntegerRange)):
+    _BY_KINDS[_pair] = ranges_equal
+
+
+def _unwrapped(a: AnswerValue, b: AnswerValue, cmp: Comparison) -> bool | None | type[NotImplemented]:
+    """Comparisons that look through one side's structure before any pair of kinds: equations, coordinates
+    written as equations, ranges against lists, sets and alternatives. NotImplemented when none applies."""
+    if isinstance(a, Equation) and isinstance(b, Equation):
+        return equations_equal(a, b, cmp)
+    if isinstance(a, Equation):
+        value = _equation_value(a, cmp)
+        return False if value is None else _equivalent(value, b, cmp)
+    if isinstance(b, Equation):
+        value = _equation_value(b, cmp)
+        return False if value is None else _equivalent(a, value, cmp)
+    # x = 1, y = 2 answers (1, 2): the values in the order written
+    if isinstance(a, FiniteSet) and isinstance(b, OrderedTuple) or isinstance(a, OrderedTuple) and isinstance(b, FiniteSet):
+        s, t = (a, b) if isinstance(a, FiniteSet) else (b, a)
+        if len(s.items) == len(t.items) and all(isinstance(v, Equation) for v in s.items):
+            pairs = zip(s.items, t.items) if s is a else zip(t.items, s.items)
+            return _all([_equivalent(x, y, cmp) for x, y in pairs])
+    if isinstance(a, IntegerRange) != isinstance(b, IntegerRange):
+        r, other = (a, b) if isinstance(a, IntegerRange) else (b, a)
+        if not isinstance(other, Interval):
+            values = _range_values(r)  # type: ignore[arg-type]
+            if values is None or members(other) is None:
+                return False
+            return _matching(values, other.items, cmp) if r is a else _matching(other.items, values, cmp)  # type: ignore[union-attr]
+    ea, eb = members(a), members(b)
+    if ea is not None or eb is not None:
+        return _matching(ea if ea is not None else (a,), eb if eb is not None else (b,), cmp)
+    return NotImplemented
+
+
+def _equivalent(a: AnswerValue, b: AnswerValue, cmp: Comparison) -> bool | None:
     """Is response value ``a`` equivalent to reference value ``b``? (None: needs the symbolic stage.)"""
     budget.check()
-    if a[0] == "or":
-        a = _as_union(a)
-    if b[0] == "or":
-        b = _as_union(b)
-    ka, kb = a[0], b[0]
-    if ka == "eq" and kb == "eq":
-        return _eq_equal(a, b, ctx)
-    if ka == "eq":
-        value = _eq_value(a, ctx)
-        return False if value is None else tri(value, b, ctx)
-    if kb == "eq":
-        value = _eq_value(b, ctx)
-        return False if value is None else tri(a, value, ctx)
-    if {ka, kb} == {"set", "tuple"}:  # x = 1, y = 2 answers (1, 2): the values in the order written
-        s, t = (a, b) if ka == "set" else (b, a)
-        if len(s[1]) == len(t[1]) and all(v[0] == "eq" for v in s[1]):
-            pairs = zip(s[1], t[1]) if s is a else zip(t[1], s[1])
-            return _all([tri(x, y, ctx) for x, y in pairs])
-    if ka == "range" or kb == "range":
-        r, other = (a, b) if ka == "range" else (b, a)
-        if other[0] in ("range", "interval"):
-            closed = ("interval", True, r[1], r[2], True)
-            lhs, rhs = (closed, other) if r is a else (other, closed)
-            return tri(lhs, rhs if rhs[0] != "range" else ("interval", True, rhs[1], rhs[2], True), ctx)
-        values = _range_values(r)
-        if values is None or _elements(other) is None:
-            return False
-        return _matching(values, other[1], ctx) if r is a else _matching(other[1], values, ctx)
-    ea, eb = _elements(a), _elements(b)
-    if ea is not None or eb is not None:
-        ea = ea if ea is not None else [a]
-        eb = eb if eb is not None else [b]
-        return _matching(ea, eb, ctx)
-    if ka == "expr" and kb == "expr":
-        return scalar(a[1], b[1], ctx, a[2], b[2])
-    if ka == "qty" and kb == "qty":
-        (da, va), (db, vb) = _quantity(a), _quantity(b)
-        return da == db and scalar(va, vb, ctx)
-    if ka == "qty" and kb == "expr":
-        return _quantity_vs_bare(a, b, ctx)
-    if kb == "qty" and ka == "expr":
-        return _quantity_vs_bare(b, a, ctx)
-    if ka == "ratio" and kb == "ratio":
-        return _ratio_eq(a, b, ctx)
-    if {ka, kb} == {"ratio", "expr"}:
-        r, e = (a, b) if ka == "ratio" else (b, a)
-        if len(r[1]) != 2 or e[2]:
-            return False
-        return scalar(("div", r[1][0], r[1][1]), e[1], ctx)
-    if ka == "text" or kb == "text":
-        return ka == kb and a[1] == b[1]
-    if ka == "tuple" and kb == "tuple":
-        if len(a[1]) != len(b[1]):
-            return False
-        if not ctx.tuple_order:
-            return _matching(a[1], b[1], ctx)
-        return _all([tri(x, y, ctx) for x, y in zip(a[1], b[1])])
-    if ka == "interval" and kb == "interval":
-        return _interval_eq(a, b, ctx)
-    if {ka, kb} == {"tuple", "interval"}:
-        t, iv = (a, b) if ka == "tuple" else (b, a)
-        if len(t[1]) != 2 or iv[1] or iv[4] or any(x[0] != "expr" for x in t[1]):
-            return False
-        return _interval_eq(("interval", False, t[1][0][1], t[1][1][1], False), iv, ctx)
-    if ka == "union" and kb == "union":
-        return _matching(a[1], b[1], ctx)
-    if ka == "matrix" and kb == "matrix":
-        if [len(r) for r in a[1]] != [len(r) for r in b[1]]:
-            return False
-        return _all([scalar(x, y, ctx) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)])
-    if {ka, kb} == {"matrix", "tuple"}:
-        m, t = (a, b) if ka == "matrix" else (b, a)
-        cells = [c for r in m[1] for c in r]
-        if not (len(m[1]) == 1 or all(len(r) == 1 for r in m[1])) or len(cells) != len(t[1]):
-            return False
-        if any(x[0] != "expr" for x in t[1]):
-            return False
-        return _all([scalar(c, x[1], ctx) for c, x in zip(cells, t[1])])
-    return False
+    a, b = _as_union(a), _as_union(b)
+    result = _unwrapped(a, b, cmp)
+    if result is not NotImplemented:
+        return result  # type: ignore[return-value]
+    compare = _BY_KINDS.get((type(a), type(b)))
+    return False if compare is None else compare(a, b, cmp)
 
 
-def check(a: tuple, b: tuple, ctx: Ctx) -> bool | None:
+def equivalent(a: AnswerValue, b: AnswerValue, cmp: Comparison) -> bool | None:
+    """Is response value ``a`` equivalent to reference value ``b``? True / False / None (None: only the
+    symbolic stage can tell); TooComplex past a guard (also for nesting too deep to follow)."""
     try:
-        return tri(a, b, ctx)
+        return _equivalent(a, b, cmp)
     except RecursionError:
         raise TooComplex("too_deep") from None
+
+
+__all__ = ["Comparison", "Prover", "equivalent", "expressions_equal"]

@@ -24,6 +24,8 @@ MAX_ANSWER_CHARS = 1500  # longer answers are "too_complex"
 MAX_DEPTH = 60  # nesting depth of the expression grammar
 MAX_NODES = 3000
 MAX_DIGITS = 500  # digits in one number literal
+INF = ("const", "inf")
+NEG_INF = ("neg", INF)
 
 
 class ParseError(Exception):

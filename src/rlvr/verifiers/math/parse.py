@@ -1,26 +1,38 @@
-"""Parse a normalised answer string (normalize.py) into an answer value: the structure (lists, sets, tuples,
-intervals, inequalities, equations, ratios, quantities, matrices, text) around expression trees
-(expression.py). Everything here is our own code and runs inline: no SymPy.
-
-Answer values::
-
-    ("expr", ast, percent: bool)    ("set", [values])         ("tuple", [values])       ("or", [values])
-    ("interval", lo_closed, lo, hi, hi_closed)                  ("union", [intervals])    ("range", lo, hi)
-    ("eq", [side values], function, labels)  (see _equation)    ("ratio", [ast])          ("matrix", [[ast]])
-    ("qty", ast, unit)  (units.py)                              ("text", str)
+"""Parse a normalised answer string (normalize.py) into an answer value (values.py): the structure (lists,
+sets, tuples, intervals, inequalities, equations, ratios, quantities, matrices, text) around expression trees
+(expression.py). Everything here is our own code and runs inline: no SymPy. This module never imports the
+comparison (equivalence.py); exact arithmetic for bounds comes from exact.py.
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
+from collections.abc import Callable
 
-from rlvr.verifiers.math.expression import MAX_ANSWER_CHARS, ParseError, TooComplex, number_node
+from rlvr.verifiers.math.exact import NotPolynomial, NotRational, exact_value, polynomial_form
+from rlvr.verifiers.math.expression import INF, MAX_ANSWER_CHARS, NEG_INF, ParseError, TooComplex, number_node
 from rlvr.verifiers.math.expression import parse_expr
 from rlvr.verifiers.math.normalize import FUNCTION_NAMES as _FUNCS
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER as _PLAIN_NUMBER
 from rlvr.verifiers.math.normalize import normalize
+from rlvr.verifiers.math.values import (
+    Alternatives,
+    AnswerValue,
+    Equation,
+    Expression,
+    FiniteSet,
+    IntegerRange,
+    Interval,
+    IntervalUnion,
+    Matrix,
+    OrderedTuple,
+    Quantity,
+    Ratio,
+    Text,
+    Tree,
+    is_multi,
+)
 
 MAX_ITEMS = 64  # elements in a set/tuple/matrix
 
@@ -109,12 +121,13 @@ CHANGERS = {
     "wait", "hmm", "percent", "per", "factorial", "mod", "modulo", "plus", "remainder", "ish", "hundredth",
     "squared", "cubed", "hundred", "thousand", "million", "billion", "trillion", "dozen", "degrees", "radians",
 }
-INF = ("const", "inf")
-NEG_INF = ("neg", INF)
 
 
-def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bool = False) -> tuple:
-    """The answer value of ``s`` (see the module docstring); raises ParseError / TooComplex."""
+Parse = Callable[[str], AnswerValue]  # parse_answer one level deeper, for the parts of a structure
+
+
+def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bool = False) -> AnswerValue:
+    """The answer value of ``s`` (values.py); raises ParseError / TooComplex."""
     if _depth > 8:
         raise TooComplex("too_deep")
     if len(s) > MAX_ANSWER_CHARS:
@@ -127,97 +140,126 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     plain = _PLAIN_NUMBER.fullmatch(s)
     if plain:  # the commonest answer: skip the tokenizer, build the tree the parser would build
         node = number_node(plain.group(2))
-        return ("expr", ("neg", node) if plain.group(1) else node, False)
-    rec = lambda x: parse_answer(x, units=units, _depth=_depth + 1, _normalized=True)  # noqa: E731
+        return Expression(("neg", node) if plain.group(1) else node)
+
+    def rec(x: str) -> AnswerValue:
+        return parse_answer(x, units=units, _depth=_depth + 1, _normalized=True)
 
     m = _MATRIX.match(s)
     if m:
-        rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
-        if not rows or len(rows) > MAX_ITEMS:
-            raise ParseError("unparseable")
-        table = [[parse_expr(c.strip()) for c in r.split("&")] for r in rows]
-        if len({len(r) for r in table}) != 1:
-            raise ParseError("unparseable")
-        return ("matrix", table)
-
+        return _matrix(m.group(2))
     # every structure below needs one of a few characters or words: a plain expression skips them all
     if _STRUCTURE.search(s) or s[0] in "([{":
-        builder = _SET_BUILDER.match(s) if s[0] == "{" and _wrapped(s) else None
-        if builder:  # {x | -1 < x < 1}: the solution set of the condition
-            return _conditions(split_top(builder.group(1), _CONDITION_SEP), rec)
-        words = _RANGE_WORDS.match(s)
-        if words:  # "2 to 7", "between 2 and 7": the closed range
-            lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
-            return ("range", parse_expr(lo), parse_expr(hi))
+        value = _joined(s, rec)
+        if value is None:
+            s = _IN.sub("", s)  # "x \in [0, 1]": the set after it
+            if not s.strip():
+                raise ParseError("empty")
+            value = _structure(s, rec)
+        if value is not None:
+            return value
+    return _quantity_or_expression(s, rec)
 
-        parts = split_top(s, _OR)
-        if len(parts) > 1:
-            return ("or", [rec(p) for p in parts])
-        parts = split_top(s, _LIST_SEP)
-        if len(parts) > 1:
-            if all(_REL.search(p) for p in parts) and " and " in s:  # x > -1 and x < 1: both hold
-                return _conditions(parts, rec)
-            # "2, 3 and 5": the commas inside the parts separate items too
-            return ("set", _items([q for p in parts for q in split_top(p, _COMMA)], rec))
-        parts = split_top(s, _CUP)
-        if len(parts) > 1:
-            vals = [rec(p) for p in parts]
-            if all(p.strip().startswith("{") for p in parts):  # \{2\} \cup \{5\}: the set of their points
-                return ("set", [x for v in vals for x in (v[1] if v[0] == "set" else [v])])
-            return ("union", [_as_interval(v) for v in vals])
-        s = _IN.sub("", s)
-        if not s.strip():
-            raise ParseError("empty")
 
-        parts = split_top(s, _COMMA)
-        if len(parts) > MAX_ITEMS:
-            raise TooComplex("too_many_items")
-        if len(parts) > 1:
-            return ("set", _items(parts, rec))
-        pm = _PLUS_MINUS.findall(s) if "\\pm" in s or "\\mp" in s else ()
-        if len(pm) == 1:  # a \pm b: both values
-            return ("set", _items([s], rec))
+def _matrix(body: str) -> Matrix:
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    if not rows or len(rows) > MAX_ITEMS:
+        raise ParseError("unparseable")
+    table = tuple(tuple(parse_expr(c.strip()) for c in r.split("&")) for r in rows)
+    if len({len(r) for r in table}) != 1:
+        raise ParseError("unparseable")
+    return Matrix(table)
 
-        groups = split_top(s, _SPACE) if s[0] in "([{" and s[-1] in ")]}" and " " in s else [s]
-        if len(groups) > 1 and all(g[0] in "([{" and _wrapped(g) for g in groups):  # (1,2) \quad (2,1): a list
-            return ("set", _items(groups, rec))
-        if s[0] in "([{" and s[-1] in ")]}" and _wrapped(s):
-            inner = s[1:-1]
-            items = split_top(inner, _COMMA)
-            if len(items) > MAX_ITEMS:
-                raise TooComplex("too_many_items")
-            if s[0] == "{" and s[-1] == "}":
-                if len(items) > 1:
-                    return ("set", _items(items, rec))
-                return rec(inner) if inner.strip() else ("set", [])
-            if len(items) == 2 and (s[0] == "[" or s[-1] == "]") and s[0] != "{" and s[-1] != "}":
-                lo, hi = (_scalar(rec(p)) for p in items)
-                return ("interval", s[0] == "[", lo, hi, s[-1] == "]")
-            if len(items) > 1:
-                if s[0] == "(" and s[-1] == ")" or s[0] == "[" and s[-1] == "]":
-                    return ("tuple", [rec(p) for p in items])
-                raise ParseError("unparseable")
 
-        rel = split_top(s, _REL)
-        if len(rel) > 1:
-            return _inequality(s)
+def _joined(s: str, rec: Parse) -> AnswerValue | None:
+    """A set-builder, a range in words, or parts joined by "or", by ";" / "and", or by \\cup; None when ``s``
+    is none of them."""
+    builder = _SET_BUILDER.match(s) if s[0] == "{" and _wrapped(s) else None
+    if builder:  # {x | -1 < x < 1}: the solution set of the condition
+        return _conditions(split_top(builder.group(1), _CONDITION_SEP), rec)
+    words = _RANGE_WORDS.match(s)
+    if words:  # "2 to 7", "between 2 and 7": the closed range
+        lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
+        return IntegerRange(parse_expr(lo), parse_expr(hi))
+    parts = split_top(s, _OR)
+    if len(parts) > 1:
+        return Alternatives(tuple(rec(p) for p in parts))
+    parts = split_top(s, _LIST_SEP)
+    if len(parts) > 1:
+        if all(_REL.search(p) for p in parts) and " and " in s:  # x > -1 and x < 1: both hold
+            return _conditions(parts, rec)
+        # "2, 3 and 5": the commas inside the parts separate items too
+        return FiniteSet(_items([q for p in parts for q in split_top(p, _COMMA)], rec))
+    parts = split_top(s, _CUP)
+    if len(parts) > 1:
+        vals = [rec(p) for p in parts]
+        if all(p.strip().startswith("{") for p in parts):  # \{2\} \cup \{5\}: the set of their points
+            return FiniteSet(tuple(x for v in vals for x in (v.items if isinstance(v, FiniteSet) else (v,))))
+        return IntervalUnion(tuple(_as_interval(v) for v in vals))
+    return None
 
-        eq = split_top(s, _EQ)
-        if len(eq) > 1:
-            return _equation(eq, rec)
 
-        ratio = split_top(s, _RATIO)
-        if len(ratio) > 1:
-            return ("ratio", [parse_expr(p) for p in ratio])
+def _structure(s: str, rec: Parse) -> AnswerValue | None:
+    """A list or bracketed value, an inequality, an equation or a ratio; None when ``s`` is none of them."""
+    value = _listed_or_bracketed(s, rec)
+    if value is not None:
+        return value
+    rel = split_top(s, _REL)
+    if len(rel) > 1:
+        return _inequality(s)
+    eq = split_top(s, _EQ)
+    if len(eq) > 1:
+        return _equation(eq, rec)
+    ratio = split_top(s, _RATIO)
+    if len(ratio) > 1:
+        return Ratio(tuple(parse_expr(p) for p in ratio))
+    return None
 
+
+def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
+    """A bare list (``1, 2``), ``a \\pm b``, a run of bracketed groups, or one bracketed value (a set, an
+    interval, a tuple); None for anything else."""
+    parts = split_top(s, _COMMA)
+    if len(parts) > MAX_ITEMS:
+        raise TooComplex("too_many_items")
+    if len(parts) > 1:
+        return FiniteSet(_items(parts, rec))
+    pm = _PLUS_MINUS.findall(s) if "\\pm" in s or "\\mp" in s else ()
+    if len(pm) == 1:  # a \pm b: both values
+        return FiniteSet(_items([s], rec))
+    groups = split_top(s, _SPACE) if s[0] in "([{" and s[-1] in ")]}" and " " in s else [s]
+    if len(groups) > 1 and all(g[0] in "([{" and _wrapped(g) for g in groups):  # (1,2) \quad (2,1): a list
+        return FiniteSet(_items(groups, rec))
+    if not (s[0] in "([{" and s[-1] in ")]}" and _wrapped(s)):
+        return None
+    inner = s[1:-1]
+    items = split_top(inner, _COMMA)
+    if len(items) > MAX_ITEMS:
+        raise TooComplex("too_many_items")
+    if s[0] == "{" and s[-1] == "}":
+        if len(items) > 1:
+            return FiniteSet(_items(items, rec))
+        return rec(inner) if inner.strip() else FiniteSet(())
+    if len(items) == 2 and (s[0] == "[" or s[-1] == "]") and s[0] != "{" and s[-1] != "}":
+        lo, hi = (_tree_of(rec(p)) for p in items)
+        return Interval(s[0] == "[", lo, hi, s[-1] == "]")
+    if len(items) > 1:
+        if s[0] == "(" and s[-1] == ")" or s[0] == "[" and s[-1] == "]":
+            return OrderedTuple(tuple(rec(p) for p in items))
+        raise ParseError("unparseable")
+    return None
+
+
+def _quantity_or_expression(s: str, rec: Parse) -> AnswerValue:
+    """A value with a unit, an expression (with a percent sign), a number with words, or text."""
     unit = _UNIT.match(s) if "\\unit{" in s else None
     if unit and unit.group(2) == "deg" and (_FUNCTION_CALL.search(unit.group(1)) or "\\unit{" in unit.group(1)):
         unit = None  # \sin 30^\circ, 30^\circ + 15^\circ: the degree signs belong to the terms
     if unit:
         value = rec(unit.group(1)) if unit.group(1).strip() else None
-        if value is None or value[0] != "expr" or value[2]:
+        if not isinstance(value, Expression) or value.percent:
             raise ParseError("unparseable")
-        return ("qty", value[1], unit.group(2))
+        return Quantity(value.tree, unit.group(2))
     if "\\unit{deg}" in s:  # a degree sign inside an expression (\sin 30^\circ): a factor of pi/180, written
         s = s.replace("\\unit{deg}", " \\frac{\\pi}{180}")  # next to its number so it joins a function's argument
 
@@ -225,18 +267,18 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     if s.endswith("%"):
         pct, s = True, s[:-1].strip()
     try:
-        return ("expr", parse_expr(s), pct)
+        return Expression(parse_expr(s), pct)
     except ParseError as exc:
         if exc.args and exc.args[0] == "text" and not pct:
-            return _number_with_words(s) or ("text", text_key(s))
+            return _number_with_words(s) or Text(text_key(s))
         raise
 
 
-def _items(parts: list[str], rec: Any) -> list[tuple]:
+def _items(parts: list[str], rec: Parse) -> tuple[AnswerValue, ...]:
     """The values of a list's parts: ``a \\pm b`` gives two, ``1, 2, \\ldots, 9`` is written out."""
     if any(not p.strip() for p in parts):
         raise ParseError("unparseable")
-    out: list[tuple | None] = []
+    out: list[AnswerValue | None] = []
     for p in parts:
         if p.strip() == "...":
             out.append(None)
@@ -248,16 +290,21 @@ def _items(parts: list[str], rec: Any) -> list[tuple]:
         else:
             out.append(rec(p))
     if None in out:
-        out = _written_out(out)
+        out = _written_out(out)  # type: ignore[assignment]
     if len(out) > MAX_ITEMS:
         raise TooComplex("too_many_items")
-    return out  # type: ignore[return-value]
+    return tuple(out)  # type: ignore[arg-type]
 
 
-def _int_of(v: tuple | None) -> int | None:
-    if v is None or v[0] != "expr" or v[2]:
+def integer_tree(n: int) -> Tree:
+    """The tree of an integer literal (a negative one is negated)."""
+    return ("neg", ("num", Fraction(-n))) if n < 0 else ("num", Fraction(n))
+
+
+def _int_of(v: AnswerValue | None) -> int | None:
+    if not isinstance(v, Expression) or v.percent:
         return None
-    a, sign = v[1], 1
+    a, sign = v.tree, 1
     if a[0] == "neg":
         a, sign = a[1], -1
     if a[0] == "num" and a[1].denominator == 1:
@@ -265,30 +312,29 @@ def _int_of(v: tuple | None) -> int | None:
     return None
 
 
-def _written_out(items: list[tuple | None]) -> list[tuple]:
+def _written_out(items: list[AnswerValue | None]) -> list[AnswerValue]:
     """``a, b, ..., z`` (integers, one ellipsis) as every term of the arithmetic progression."""
     k = items.index(None)
     before, after = [_int_of(v) for v in items[:k]], [_int_of(v) for v in items[k + 1 :]]
     if items.count(None) != 1 or not before or len(after) != 1 or None in before or None in after:
         raise ParseError("unparseable")
-    step = before[-1] - before[-2] if len(before) > 1 else (1 if after[0] >= before[-1] else -1)
-    if step == 0 or (after[0] - before[-1]) % step or (after[0] - before[-1]) // step < 0:
+    step = before[-1] - before[-2] if len(before) > 1 else (1 if after[0] >= before[-1] else -1)  # type: ignore[operator]
+    if step == 0 or (after[0] - before[-1]) % step or (after[0] - before[-1]) // step < 0:  # type: ignore[operator]
         raise ParseError("unparseable")
-    count = (after[0] - before[-1]) // step
+    count = (after[0] - before[-1]) // step  # type: ignore[operator]
     if len(before) + count > MAX_ITEMS:
         raise TooComplex("too_many_items")
-    values = before + [before[-1] + step * j for j in range(1, count + 1)]
-    return [("expr", ("neg", ("num", Fraction(-n))) if n < 0 else ("num", Fraction(n)), False) for n in values]
+    values = before + [before[-1] + step * j for j in range(1, count + 1)]  # type: ignore[operator]
+    return [Expression(integer_tree(n)) for n in values]  # type: ignore[arg-type]
 
 
-def _equation(sides: list[str], rec: Any) -> tuple:
-    """``a = b = ... = z`` as ("eq", values, function, labels): the values of the sides (None for a side
-    only a label can be, such as ``m_{\\max}``), the function ``f(x)`` it defines as (name, parameters) or
-    None, and for each side but the last whether it reads as a label (no digits outside subscripts)."""
+def _equation(sides: list[str], rec: Parse) -> Equation:
+    """``a = b = ... = z``: the values of its sides (None for a side only a label can be), the function
+    ``f(x)`` it defines, and which sides read as labels (values.Equation)."""
     if any(not p.strip() for p in sides) or len(sides) > MAX_ITEMS:
         raise ParseError("unparseable")
     fn = _FUNCTION_DEF.match(sides[0])
-    values: list[tuple | None] = []
+    values: list[AnswerValue | None] = []
     for p in sides[:-1]:
         try:
             values.append(rec(p))
@@ -297,10 +343,10 @@ def _equation(sides: list[str], rec: Any) -> tuple:
     values.append(rec(sides[-1]))
     labels = tuple(not re.search(r"\d", _LABEL_DIGITS.sub("", p)) for p in sides[:-1])
     function = (fn.group(1), tuple(x.strip() for x in fn.group(2).split(","))) if fn else None
-    return ("eq", values, function, labels)
+    return Equation(tuple(values), function, labels)
 
 
-def _number_with_words(s: str) -> tuple | None:
+def _number_with_words(s: str) -> Expression | None:
     """``3 thousand`` = 3000, ``5 squared`` = 25, ``12 cookies`` = 12; None when a word changes or withdraws
     the number in a way not read here ("5 wrong", "about 5", "5 or more")."""
     m = _NUMBER_WORDS.fullmatch(s)
@@ -314,14 +360,14 @@ def _number_with_words(s: str) -> tuple | None:
     if any(w in CHANGERS for w in rest) or any(w in _FUNCS or w == "pi" for w in words):
         return None
     if first in MULTIPLIERS:
-        return ("expr", ("mul", (number, ("num", Fraction(MULTIPLIERS[first])))), False)
+        return Expression(("mul", (number, ("num", Fraction(MULTIPLIERS[first])))))
     if first in POWERS and not rest:
-        return ("expr", ("pow", number, ("num", Fraction(POWERS[first]))), False)
+        return Expression(("pow", number, ("num", Fraction(POWERS[first]))))
     if first == "percent" and not rest:
-        return ("expr", number, True)
+        return Expression(number, True)
     if first in CHANGERS:
         return None
-    return ("expr", number, False)
+    return Expression(number)
 
 
 def text_key(s: str) -> str:
@@ -330,25 +376,25 @@ def text_key(s: str) -> str:
     return " ".join(s.casefold().split()).strip(" .!,;:")
 
 
-def _scalar(v: tuple) -> tuple:
-    if v[0] == "expr" and not v[2]:
-        return v[1]
+def _tree_of(v: AnswerValue) -> Tree:
+    """The tree of a plain expression (an interval's end); ParseError for any other value."""
+    if isinstance(v, Expression) and not v.percent:
+        return v.tree
     raise ParseError("unparseable")
 
 
-def _as_interval(v: tuple) -> tuple:
-    if v[0] == "interval":
+def _as_interval(v: AnswerValue) -> AnswerValue:
+    """A part of a union as an interval ((a, b) is open; a number is a point); a set of points stays."""
+    if isinstance(v, (Interval, FiniteSet)):
         return v
-    if v[0] == "tuple" and len(v[1]) == 2:  # (a, b) read as an open interval in a union
-        return ("interval", False, _scalar(v[1][0]), _scalar(v[1][1]), False)
-    if v[0] == "set":  # {3}: a point
-        return v
-    if v[0] == "expr":
-        return ("interval", True, v[1], v[1], True)
+    if isinstance(v, OrderedTuple) and len(v.items) == 2:  # (a, b) read as an open interval in a union
+        return Interval(False, _tree_of(v.items[0]), _tree_of(v.items[1]), False)
+    if isinstance(v, Expression):
+        return Interval(True, v.tree, v.tree, True)
     raise ParseError("unparseable")
 
 
-def _conditions(parts: list[str], rec: Any) -> tuple:
+def _conditions(parts: list[str], rec: Parse) -> AnswerValue:
     """The set of reals where every condition holds (a set-builder's "x \\in \\mathbb{R}" adds nothing)."""
     values = [rec(p) for p in parts if not _ALL_REALS.match(p)]
     if not values:
@@ -356,55 +402,52 @@ def _conditions(parts: list[str], rec: Any) -> tuple:
     sets = [_solution_set(v) for v in values]
     if len(sets) == 1:
         return sets[0]
-    if any(v[0] != "interval" for v in sets):
+    if any(not isinstance(v, Interval) for v in sets):
         raise ParseError("unparseable")
-    return _intersection(sets)
+    return _intersection(sets)  # type: ignore[arg-type]
 
 
-def _bound(a: tuple) -> Fraction | float:
+def _bound(a: Tree) -> Fraction | float:
     """A bound's value for ordering: +-inf as floats, others as exact rationals."""
-    from rlvr.verifiers.math.equivalence import NotRational, rat
-
     if a == INF:
         return float("inf")
     if a == NEG_INF:
         return float("-inf")
     try:
-        return rat(a)
+        return exact_value(a)
     except NotRational:
         raise ParseError("unparseable") from None
 
 
-def _intersection(intervals: list[tuple]) -> tuple:
+def _intersection(intervals: list[Interval]) -> Interval:
     """The interval common to all of ``intervals`` (rational or infinite bounds)."""
-    _, lc, lo, hi, hc = intervals[0]
-    for _, lc2, lo2, hi2, hc2 in intervals[1:]:
-        a, b = _bound(lo), _bound(lo2)
-        if b > a or (b == a and not lc2):
-            lo, lc = lo2, lc2
-        a, b = _bound(hi), _bound(hi2)
-        if b < a or (b == a and not hc2):
-            hi, hc = hi2, hc2
+    first = intervals[0]
+    lc, lo, hi, hc = first.lo_closed, first.lo, first.hi, first.hi_closed
+    for iv in intervals[1:]:
+        a, b = _bound(lo), _bound(iv.lo)
+        if b > a or (b == a and not iv.lo_closed):
+            lo, lc = iv.lo, iv.lo_closed
+        a, b = _bound(hi), _bound(iv.hi)
+        if b < a or (b == a and not iv.hi_closed):
+            hi, hc = iv.hi, iv.hi_closed
     if _bound(lo) > _bound(hi):
         raise ParseError("unparseable")
-    return ("interval", lc, lo, hi, hc)
+    return Interval(lc, lo, hi, hc)
 
 
-def _solution_set(v: tuple) -> tuple:
+def _solution_set(v: AnswerValue) -> AnswerValue:
     """A condition's value as a set of reals: an interval or a union ("x < -1 or x > 1" is a union)."""
-    if v[0] in ("interval", "union"):
+    if isinstance(v, (Interval, IntervalUnion)):
         return v
-    if v[0] == "or" and all(x[0] == "interval" for x in v[1]):
-        return ("union", v[1])
+    if isinstance(v, Alternatives) and all(isinstance(x, Interval) for x in v.items):
+        return IntervalUnion(v.items)
     raise ParseError("unparseable")
 
 
-def _linear(a: tuple) -> tuple[str, Fraction, Fraction] | None:
+def _linear(a: Tree) -> tuple[str, Fraction, Fraction] | None:
     """(x, c, d) when ``a`` is c*x + d with rational c != 0 and d, else None."""
-    from rlvr.verifiers.math.equivalence import NotPolynomial, poly
-
     try:
-        p = poly(a)
+        p = polynomial_form(a)
     except (NotPolynomial, TooComplex, ArithmeticError):
         return None
     var = [m for m in p if m]
@@ -416,20 +459,18 @@ def _linear(a: tuple) -> tuple[str, Fraction, Fraction] | None:
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
-def _bounds(op: str, bound: tuple) -> tuple:
+def _bounds(op: str, bound: Tree) -> Interval:
     """The interval of ``x op bound``."""
     if op in ("<", "<="):
-        return ("interval", False, NEG_INF, bound, op == "<=")
-    return ("interval", op == ">=", bound, INF, False)
+        return Interval(False, NEG_INF, bound, op == "<=")
+    return Interval(op == ">=", bound, INF, False)
 
 
-def _absolute(inner: tuple, op: str, bound: tuple) -> tuple:
+def _absolute(inner: Tree, op: str, bound: Tree) -> AnswerValue:
     """``|c*x + d| op bound`` as an interval (< and <=) or a union of two rays (> and >=)."""
-    from rlvr.verifiers.math.equivalence import NotRational, rat
-
     lin = _linear(inner)
     try:
-        r = rat(bound)
+        r = exact_value(bound)
     except NotRational:
         raise ParseError("unparseable") from None
     if lin is None or r < 0:
@@ -438,11 +479,11 @@ def _absolute(inner: tuple, op: str, bound: tuple) -> tuple:
     lo, hi = sorted(((-r - d) / c, (r - d) / c))
     closed = op in ("<=", ">=")
     if op in ("<", "<="):
-        return ("interval", closed, ("num", lo), ("num", hi), closed)
-    return ("union", [("interval", False, NEG_INF, ("num", lo), closed), ("interval", closed, ("num", hi), INF, False)])
+        return Interval(closed, ("num", lo), ("num", hi), closed)
+    return IntervalUnion((Interval(False, NEG_INF, ("num", lo), closed), Interval(closed, ("num", hi), INF, False)))
 
 
-def _inequality(s: str) -> tuple:
+def _inequality(s: str) -> AnswerValue:
     """``a < x <= b`` / ``x > 2`` / ``2 >= x`` / ``-x > -1`` / ``0 < 2x+1 < 3`` / ``x != 1`` as a set of reals."""
     ops: list[str] = []
     pieces = [p.strip() for p in split_top(s, _REL, ops)]
@@ -452,46 +493,51 @@ def _inequality(s: str) -> tuple:
         if ops != ["!="] or not _VAR.match(pieces[0]):
             raise ParseError("unparseable")
         b = parse_expr(pieces[1])
-        return ("union", [("interval", False, NEG_INF, b, False), ("interval", False, b, INF, False)])
+        return IntervalUnion((Interval(False, NEG_INF, b, False), Interval(False, b, INF, False)))
     if len(ops) == 1:
-        a, b = pieces
-        op = ops[0]
-        if _VAR.match(a) and not _VAR.match(b):
-            return _bounds(op, parse_expr(b))
-        if _VAR.match(b) and not _VAR.match(a):
-            return _bounds(_FLIP[op], parse_expr(a))
-        if _VAR.match(a):
-            return _bounds(op, parse_expr(b))
-        left = parse_expr(a)
-        if left[0] == "abs":
-            return _absolute(left[1], op, parse_expr(b))
-        lin = _linear(("add", (left, ("neg", parse_expr(b)))))  # c*x + d op 0
-        if lin is None:
-            raise ParseError("unparseable")
-        _, c, d = lin
-        return _bounds(op if c > 0 else _FLIP[op], ("num", -d / c))
+        return _one_sided(pieces[0], ops[0], pieces[1])
     if len(ops) == 2 and ops[0][0] == ops[1][0]:
-        lo, hi = parse_expr(pieces[0]), parse_expr(pieces[2])
-        o1, o2 = ops
-        if o1[0] == ">":
-            lo, hi, o1, o2 = hi, lo, _FLIP[o2], _FLIP[o1]
-        if not _VAR.match(pieces[1]):  # lo < c*x + d < hi
-            lin = _linear(parse_expr(pieces[1]))
-            if lin is None:
-                raise ParseError("unparseable")
-            _, c, d = lin
-            from rlvr.verifiers.math.equivalence import NotRational, rat
-
-            try:
-                lo, hi = ("num", (rat(lo) - d) / c), ("num", (rat(hi) - d) / c)
-            except NotRational:
-                raise ParseError("unparseable") from None
-            if c < 0:
-                lo, hi, o1, o2 = hi, lo, o2, o1
-        return ("interval", o1 == "<=", lo, hi, o2 == "<=")
+        return _two_sided(pieces, ops)
     raise ParseError("unparseable")
 
 
-def is_multi(v: tuple) -> bool:
-    """A multi-valued answer (a set or bare list of values, or "a or b"; "x < -1 or x > 1" is one set)."""
-    return v[0] == "set" or (v[0] == "or" and not all(x[0] == "interval" for x in v[1]))
+def _one_sided(a: str, op: str, b: str) -> AnswerValue:
+    """``x op b``, ``a op x``, ``|c x + d| op b`` or ``c x + d op b``."""
+    if _VAR.match(a) and not _VAR.match(b):
+        return _bounds(op, parse_expr(b))
+    if _VAR.match(b) and not _VAR.match(a):
+        return _bounds(_FLIP[op], parse_expr(a))
+    if _VAR.match(a):
+        return _bounds(op, parse_expr(b))
+    left = parse_expr(a)
+    if left[0] == "abs":
+        return _absolute(left[1], op, parse_expr(b))
+    lin = _linear(("add", (left, ("neg", parse_expr(b)))))  # c*x + d op 0
+    if lin is None:
+        raise ParseError("unparseable")
+    _, c, d = lin
+    return _bounds(op if c > 0 else _FLIP[op], ("num", -d / c))
+
+
+def _two_sided(pieces: list[str], ops: list[str]) -> Interval:
+    """``lo < x <= hi`` (or ``hi > x >= lo``; the middle may be c x + d)."""
+    lo, hi = parse_expr(pieces[0]), parse_expr(pieces[2])
+    o1, o2 = ops
+    if o1[0] == ">":
+        lo, hi, o1, o2 = hi, lo, _FLIP[o2], _FLIP[o1]
+    if not _VAR.match(pieces[1]):  # lo < c*x + d < hi
+        lin = _linear(parse_expr(pieces[1]))
+        if lin is None:
+            raise ParseError("unparseable")
+        _, c, d = lin
+        try:
+            lo, hi = ("num", (exact_value(lo) - d) / c), ("num", (exact_value(hi) - d) / c)
+        except NotRational:
+            raise ParseError("unparseable") from None
+        if c < 0:
+            lo, hi, o1, o2 = hi, lo, o2, o1
+    return Interval(o1 == "<=", lo, hi, o2 == "<=")
+
+
+__all__ = ["INF", "NEG_INF", "ParseError", "TooComplex", "is_multi", "normalize", "parse_answer", "parse_expr",
+           "split_top", "text_key"]

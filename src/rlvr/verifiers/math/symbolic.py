@@ -1,7 +1,7 @@
 """The SymPy stage. It only ever runs inside a supervised worker (``compare_in_worker`` is sent through
 ``rlvr.verifiers.runner`` as a CallableRequest), where a hard deadline can kill it; SymPy is imported lazily.
 
-Trees come from our own parser (parse.py) after the guards of equivalence.guard; when our parser cannot read
+Trees come from our own parser (parse.py) after the size guards of exact.guard_size; when our parser cannot read
 one side, latex2sympy2_extended gets a try.
 """
 
@@ -84,10 +84,10 @@ def sympy_equal(x: tuple, y: tuple) -> bool | None:
 
 def compare_in_worker(response: str, reference: Any, **options: Any) -> Verdict:
     """Run the whole comparison again with the SymPy stage switched on (module-level: picklable by reference)."""
-    from rlvr.verifiers.math import decide
+    from rlvr.verifiers.math import Stage, decide
 
     options.pop("timeout_s", None)
-    return decide(response, reference, symbolic=True, **options)
+    return decide(response, reference, stage=Stage.SYMBOLIC, **options)
 
 
 def latex2sympy_equal(response: str, reference: str) -> bool | None:
