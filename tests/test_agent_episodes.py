@@ -43,7 +43,8 @@ def test_qwen_style_loss_on_model_tokens_only():
     tools = [{"type": "function", "function": {"name": "calculator"}}]
     assert whole + "\n" == tok.apply_chat_template(messages, tools=tools, tokenize=False)  # tokens as the template
     assert run.answers == ["2146", "2146"] and run.stats[0] == {"turns": 2, "tool_calls": 1, "tool_errors": 0,
-                                                                "malformed_calls": 0, "truncated": 0}
+                                                                "malformed_calls": 0, "truncated": 0,
+                                                                "env_errors": 0}
     b = run.batch
     assert torch.equal(b.logprobs != 0, b.loss_mask.bool()) and b.group_index.tolist() == [0, 0]
     assert (b.loss_mask <= b.response_mask).all()

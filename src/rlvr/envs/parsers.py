@@ -9,6 +9,10 @@ cannot read becomes a ``CallError`` whose message the environment shows the mode
                    ```
                The body is a JSON object of arguments, or, for a tool with one required string parameter, that
                parameter's raw text.
+
+Model text is hostile input: a call body longer than ``MAX_CALL_CHARS``, nested deeper than ``MAX_DEPTH``, holding
+an integer of more than ``MAX_INT_DIGITS`` digits (Python refuses to convert those: a ValueError) or a NaN/Infinity
+constant is a ``CallError``, decided before or while decoding, never by an exception out of the parser.
 """
 
 from __future__ import annotations
@@ -60,23 +64,77 @@ def parse_calls(fmt: str, text: str) -> Parsed:
     return _PARSERS.get(fmt)(text)
 
 
+MAX_CALL_CHARS = 100_000
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 200
+
+
+class _Refused(ValueError):
+    """A JSON value the parser refuses to build (see the module docstring)."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refused(f"a number in the tool call has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _parse_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def nesting_depth(body: str) -> int:
+    """The deepest nesting of JSON arrays and objects in ``body`` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(body):
+        token = match.group(0)
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_json(body: str) -> Any:
+    """``json.loads`` for model text within the module's bounds; raises ``json.JSONDecodeError`` or ``ValueError``
+    with a message for the model."""
+    if len(body) > MAX_CALL_CHARS:
+        raise _Refused(f"the tool call is longer than {MAX_CALL_CHARS} characters")
+    if nesting_depth(body) > MAX_DEPTH:
+        raise _Refused(f"the tool call nests arrays or objects deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(body, parse_int=_parse_int, parse_constant=_parse_constant)
+    except RecursionError:  # unreachable after the depth check; kept so no input can raise out of a parser
+        raise _Refused(f"the tool call nests arrays or objects deeper than {MAX_DEPTH} levels") from None
+
+
 def call_from_json(body: str) -> ToolCall | CallError:
     """``{"name": ..., "arguments"|"parameters": {...}}`` -> a ToolCall, or what is wrong with it."""
     try:
-        obj = json.loads(body)
+        obj = load_json(body)
     except json.JSONDecodeError as exc:
         return CallError(f"the tool call is not valid JSON ({exc.msg} at character {exc.pos})")
+    except ValueError as exc:
+        return CallError(str(exc))
     if not isinstance(obj, dict):
         return CallError(f"the tool call must be a JSON object, got {type(obj).__name__}")
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return CallError('the tool call has no "name" string')
     args = obj.get("arguments", obj.get("parameters", {}))
+    if len(name) > 200:
+        return CallError("the tool call's name is longer than 200 characters")
     if isinstance(args, str):  # some models double-encode the arguments
         try:
-            args = json.loads(args)
+            args = load_json(args)
         except json.JSONDecodeError:
             return CallError(f'the "arguments" of {name!r} are a string that is not a JSON object')
+        except ValueError as exc:
+            return CallError(str(exc))
     if not isinstance(args, dict):
         return CallError(f'the "arguments" of {name!r} must be a JSON object, got {type(args).__name__}')
     return ToolCall(name, args)
@@ -125,7 +183,9 @@ def parse_fenced(text: str) -> Parsed:
             found.append(CallError(f"the {name} block is not closed with ```"))
             continue
         stripped = body.strip()
-        if stripped.startswith("{"):
+        if len(stripped) > MAX_CALL_CHARS:
+            found.append(CallError(f"the {name} block is longer than {MAX_CALL_CHARS} characters"))
+        elif stripped.startswith("{"):
             parsed = call_from_json(json.dumps({"name": name, "arguments": _json_or_raw(stripped)}))
             found.append(parsed if not isinstance(parsed, ToolCall) else ToolCall(name, parsed.arguments, stripped))
         else:
@@ -136,6 +196,6 @@ def parse_fenced(text: str) -> Parsed:
 
 def _json_or_raw(body: str) -> Any:
     try:
-        return json.loads(body)
-    except json.JSONDecodeError:
+        return load_json(body)
+    except ValueError:  # JSONDecodeError included
         return body  # call_from_json reports a string that is not an object

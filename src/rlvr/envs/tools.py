@@ -13,7 +13,16 @@ Every call is supervised; nothing a tool does reaches the episode as an exceptio
 - ``isolation="inline"``: called in the caller's thread; only for functions that bound their own time and memory on
   any input (the calculator does).
 The result is text capped at ``max_chars``; a failure is a ``ToolResult`` with ``error=True`` whose text says what
-went wrong, shown to the model as the observation.
+went wrong, shown to the model as the observation. A tool that raises ``SystemExit`` (``sys.exit``) fails like one
+that raises anything else; one that ends its worker (``os._exit``) is an error verdict of the runner.
+
+``run(call, timeout_s=...)`` may shorten a call's deadline below the tool's own (an environment's per-turn time
+budget): process tools get the shorter deadline from the runner; an inline tool gets it only when its function
+takes a ``timeout_s`` keyword (``takes_timeout=True``); other inline tools bound their own time.
+
+Stateful tools (the python tool) set ``per_episode``: a function that builds the same tool with fresh state.
+Environments call it when an episode starts, so one Tool object shared by many environments never carries one
+episode's state into another.
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ class Tool:
     timeout_s: float = 5.0
     max_chars: int = 2000
     options: dict[str, Any] = field(default_factory=dict)
+    takes_timeout: bool = False  # an inline fn that accepts timeout_s= (the remaining budget of the turn)
+    per_episode: Callable[[], Tool] | None = None  # the same tool with fresh state (stateful tools only)
 
     def __post_init__(self) -> None:
         if self.isolation not in ("process", "inline"):
@@ -70,7 +81,13 @@ class Tool:
             return required[0]
         return None
 
-    def run(self, call: ToolCall) -> ToolResult:
+    def fresh(self) -> Tool:
+        """This tool with the state of a new episode (itself when it keeps none)."""
+        return self.per_episode() if self.per_episode is not None else self
+
+    def run(self, call: ToolCall, timeout_s: float | None = None) -> ToolResult:
+        """Run one call within ``min(self.timeout_s, timeout_s)`` seconds; never raises on what the call holds."""
+        timeout = self.timeout_s if timeout_s is None else max(0.01, min(self.timeout_s, float(timeout_s)))
         args = dict(call.arguments)
         if not args and call.raw is not None:
             if self.text_parameter is None:
@@ -80,32 +97,43 @@ class Tool:
         if problem:
             return ToolResult(f"error: {self.name}: {problem}", error=True)
         if self.isolation == "inline":
+            extra = {"timeout_s": timeout} if self.takes_timeout else {}
             try:
-                return self._cap(str(self.fn(**args, **self.options)))
+                return self._cap(str(self.fn(**args, **self.options, **extra)))
             except TimeoutError as exc:
-                return ToolResult(f"error: {exc}", error=True, timeout=True)
-            except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's observation
-                return ToolResult(f"error: {type(exc).__name__}: {exc}", error=True)
-        return self._run_supervised(args)
+                return ToolResult(clean_text(f"error: {exc}"), error=True, timeout=True)
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a tool's failure is the model's observation
+                return ToolResult(clean_text(f"error: {type(exc).__name__}: {exc}"[: self.max_chars]), error=True)
+        return self._run_supervised(args, timeout)
 
-    def _run_supervised(self, args: dict[str, Any]) -> ToolResult:
+    def _run_supervised(self, args: dict[str, Any], timeout: float) -> ToolResult:
         from rlvr.verifiers.runner import CallableRequest, score_batch
 
         target = {"module": self.fn.__module__, "qualname": self.fn.__qualname__, "options": self.options}
-        verdict = score_batch([CallableRequest(call_tool, json.dumps(args), target, {"timeout_s": self.timeout_s},
+        verdict = score_batch([CallableRequest(call_tool, json.dumps(args), target, {"timeout_s": timeout},
                                                cache=False)])[0]
         if verdict.status is Status.TIMEOUT:
-            return ToolResult(f"error: {self.name} timed out after {self.timeout_s:g} s", error=True, timeout=True)
+            return ToolResult(f"error: {self.name} timed out after {timeout:.3g} s", error=True, timeout=True)
         if verdict.reason == "tool_ok":
             return self._cap(verdict.extracted or "")
         if verdict.reason == "tool_raised":
-            return ToolResult(f"error: {verdict.extracted}", error=True)
+            return ToolResult(clean_text(f"error: {verdict.extracted}"[: self.max_chars]), error=True)
         return ToolResult(f"error: {self.name} failed ({verdict.reason})", error=True)
 
     def _cap(self, text: str) -> ToolResult:
         if len(text) > self.max_chars:
             text = text[: self.max_chars] + f"... [{len(text) - self.max_chars} more characters]"
-        return ToolResult(text)
+        return ToolResult(clean_text(text))
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates (which a JSON escape can put in a string) become U+FFFD, so an
+    observation can always be tokenized."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def call_tool(response: str, reference: dict[str, Any], **_: Any) -> Verdict:
@@ -115,10 +143,10 @@ def call_tool(response: str, reference: dict[str, Any], **_: Any) -> Verdict:
     for part in reference["qualname"].split("."):
         fn = getattr(fn, part)
     try:
-        result = fn(**json.loads(response), **reference.get("options", {}))
-    except Exception as exc:  # noqa: BLE001
-        return Verdict(0.0, Status.ERROR, "tool_raised", extracted=f"{type(exc).__name__}: {exc}")
-    return Verdict(1.0, Status.CORRECT, "tool_ok", extracted=str(result))
+        result = str(fn(**json.loads(response), **reference.get("options", {})))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit in a tool fails the call, not the worker
+        return Verdict(0.0, Status.ERROR, "tool_raised", extracted=f"{type(exc).__name__}: {exc}"[:10_000])
+    return Verdict(1.0, Status.CORRECT, "tool_ok", extracted=result)
 
 
 def check_arguments(schema: dict[str, Any], args: dict[str, Any]) -> str | None:

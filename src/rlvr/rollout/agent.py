@@ -16,10 +16,15 @@ Limits: ``params.max_new_tokens`` is the episode's budget of response tokens (mo
 environment's ``limits`` bound its turns and each turn's tokens. A turn that runs out of tokens (mid-call included)
 ends the episode as truncated, without running what it started. A turn ends at the model's EOS (``rollout.stop``
 strings apply to single-turn tasks only); ``rollout.max_prompt_tokens`` applies to the first prompt.
+
+Model output never ends a run: an environment's ``step`` is meant to turn any text into an observation (the
+``tools`` environment does), and where one raises anyway the episode ends there with the turn's text as its answer,
+counted in ``env_errors`` (logged once per exception type with the task's id), and the other episodes go on.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +34,14 @@ from rlvr.envs import Environment, Message, make_env
 from rlvr.models import encode_prompt
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
+from rlvr.errors import UserError
 
 SENTINEL = "\x00rlvr-end-of-content\x00"
+log = logging.getLogger(__name__)
+_LOGGED: set[str] = set()
 
 
-class TemplateError(ValueError):
+class TemplateError(UserError):
     """The chat template cannot be extended turn by turn (a later rendering does not start with an earlier one)."""
 
 
@@ -82,7 +90,7 @@ class Episode:
     entropy: list[float] = field(default_factory=list)
     parts: dict[str, float] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"turns": 0, "tool_calls": 0, "tool_errors": 0,
-                                                           "malformed_calls": 0, "truncated": 0})
+                                                           "malformed_calls": 0, "truncated": 0, "env_errors": 0})
     answer: str = ""
     done: bool = False
 
@@ -96,7 +104,28 @@ class Episode:
     def finish(self, answer: str, truncated: bool = False) -> None:
         self.answer, self.done = answer, True
         self.stats["truncated"] = int(truncated)
-        self.env.close()
+        try:
+            self.env.close()
+        except Exception as exc:  # noqa: BLE001 - a failing close must not end the other episodes
+            _log_once(self.task, "close", exc)
+
+
+def _log_once(task: Task, where: str, exc: BaseException) -> None:
+    key = f"{where}:{type(exc).__name__}"
+    if key not in _LOGGED:
+        _LOGGED.add(key)
+        log.warning("task %s: environment %r raised in %s (%s: %s); the episode ends there", task.id, task.env,
+                    where, type(exc).__name__, str(exc)[:300])
+
+
+def safe_step(ep: Episode, text: str):
+    """``ep.env.step(text)``, or None when the environment raised (module docstring)."""
+    try:
+        return ep.env.step(text)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - model output must not end the run
+        _log_once(ep.task, "step", exc)
+        ep.stats["env_errors"] += 1
+        return None
 
 
 @dataclass
@@ -150,7 +179,10 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
             if over or bool(out.truncated[row]):
                 ep.finish(text, truncated=True)
                 continue
-            step = ep.env.step(text)
+            step = safe_step(ep, text)
+            if step is None:
+                ep.finish(text)
+                continue
             for name, value in step.rewards.items():
                 ep.parts[name] = ep.parts.get(name, 0.0) + float(value)
             for name in ("tool_calls", "tool_errors", "malformed_calls"):
