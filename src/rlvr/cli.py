@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import warnings
 import sys
+import traceback
+import warnings
 from collections import Counter
 from pathlib import Path
 
 from rlvr import __version__
+from rlvr.errors import UserError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -29,9 +31,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     if cfg.model.path is None:
-        raise ValueError("model.path is not set: give it in the config or as an override, e.g. model.path=path/to/model")
+        raise UserError("model.path is not set: give it in the config or as an override, e.g. model.path=path/to/model")
     if cfg.data.train is None:
-        raise ValueError("data.train is not set: give a JSONL file or a generator spec such as data.train=arithmetic:train")
+        raise UserError("data.train is not set: give a JSONL file or a generator spec such as data.train=arithmetic:train")
     run_dir = launch(cfg, resume=args.resume)
     print(f"train: done; run directory {run_dir}")
     return 0
@@ -69,7 +71,7 @@ def _parse_ks(text: str | None) -> list[int] | None:
         try:
             ks.append(int(part))
         except ValueError:
-            raise ValueError(f"--k {text}: {part.strip()!r} is not a whole number (expected e.g. --k 1,4,16)") from None
+            raise UserError(f"--k {text}: {part.strip()!r} is not a whole number (expected e.g. --k 1,4,16)") from None
     return ks
 
 
@@ -82,9 +84,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                   max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet,
                   engine=args.engine)
     if args.baseline and not args.out:
-        raise ValueError("--baseline needs --out (the per-task files of both models are written beside it)")
+        raise UserError("--baseline needs --out (the per-task files of both models are written beside it)")
     if args.baseline and not Path(args.baseline).is_dir():
-        raise ValueError(f"--baseline: {args.baseline} is not a directory (expected a Hugging Face model folder)")
+        raise UserError(f"--baseline: {args.baseline} is not a directory (expected a Hugging Face model folder)")
     summary = evaluate_model(args.model, args.data, out=args.out, **common)
     print(f"verifier: {summary['verifier']} (from {summary['verifier_source']})")
     _print_summary(summary)
@@ -365,20 +367,23 @@ def _run(args: argparse.Namespace) -> int:
 
             load_plugins(args.plugin)
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except (UserError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"rlvr {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:
-        from rlvr.train.loop import TrainingDiverged
-
-        if not isinstance(exc, TrainingDiverged):
-            raise
-        print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
-        return 3
     except KeyboardInterrupt:
         print(f"rlvr {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        from rlvr.train.loop import TrainingDiverged
+
+        if isinstance(exc, TrainingDiverged):
+            print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
+            return 3
+        traceback.print_exc()
+        print(f"rlvr {args.command}: internal error ({type(exc).__name__}); the traceback above is a bug in rlvr or "
+              f"a plugin: please report it with the command that raised it (rlvr {__version__})", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
+from rlvr.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError):
     """A bad config file, override or value; the message says where and what was expected."""
 
 

@@ -19,8 +19,10 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
+from rlvr.errors import UserError
 
-class PluginError(ValueError):
+
+class PluginError(UserError):
     """A plugin that cannot be imported; the message names it and the error it raised."""
 
 

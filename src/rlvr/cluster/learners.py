@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from rlvr.train.group import LearnerGroup
+from rlvr.errors import UserError
 
 
 class TorchLearnerGroup(LearnerGroup):
@@ -30,7 +31,7 @@ class TorchLearnerGroup(LearnerGroup):
     def __init__(self, strategy: str, *, device: str = "cpu", init_method: str | None = None,
                  rank: int | None = None, world: int | None = None):
         if strategy not in ("ddp", "fsdp2"):
-            raise ValueError(f"cluster.learner_strategy={strategy!r}: expected ddp or fsdp2")
+            raise UserError(f"cluster.learner_strategy={strategy!r}: expected ddp or fsdp2")
         self.strategy = strategy
         self.device = torch.device(device)
         backend = "nccl" if self.device.type == "cuda" else "gloo"
@@ -166,7 +167,7 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     layers = getattr(decoder, "layers", None)
     if layers is None:
-        raise ValueError(f"cluster.learner_strategy=fsdp2: cannot find the decoder layers of {type(model).__name__} "
+        raise UserError(f"cluster.learner_strategy=fsdp2: cannot find the decoder layers of {type(model).__name__} "
                          "(expected model.get_decoder().layers); use cluster.learner_strategy=ddp")
     return list(layers)
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from rlvr.cluster.lifeline import DRIVER_PID, die_with_parent
 from rlvr.config import Config, save_config
 from rlvr.train.run import prepare_run_dir
+from rlvr.errors import UserError
 
 LAUNCH_CONFIG = ".launch-config.yaml"
 
 
-class LearnersFailed(ValueError):
+class LearnersFailed(UserError):
     """A learner rank exited with an error (its traceback was printed above by torchrun); a ValueError, so that
     `rlvr train` ends with this one line."""
 

@@ -11,6 +11,7 @@ from typing import Any
 from rlvr.eval.intervals import bootstrap_ci, paired_bootstrap_ci
 from rlvr.eval.passk import pass_at_k
 from rlvr.eval.summary import check_ks
+from rlvr.errors import UserError
 
 def read_task_rows(path: str | Path) -> list[dict[str, Any]]:
     """The per-task rows of an `rlvr eval` run (its .tasks.jsonl); a summary JSON given instead is refused with
@@ -25,7 +26,7 @@ def read_task_rows(path: str | Path) -> list[dict[str, Any]]:
             summary = None
         if isinstance(summary, dict):
             hint = f" (its per-task file is {summary['tasks_file']})" if summary.get("tasks_file") else ""
-            raise ValueError(f"{path}: this is an evaluation summary; compare needs the per-task .tasks.jsonl "
+            raise UserError(f"{path}: this is an evaluation summary; compare needs the per-task .tasks.jsonl "
                              f"files that `rlvr eval --out` writes beside it{hint}")
     return read_rows(path, required=("task_id", "n", "correct"))
 
@@ -41,7 +42,7 @@ def compare_rows(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, 
     by_id_b = {row["task_id"]: row for row in rows_b}
     common = [row["task_id"] for row in rows_a if row["task_id"] in by_id_b]
     if not common:
-        raise ValueError("the two evaluations share no task ids")
+        raise UserError("the two evaluations share no task ids")
     by_id_a = {row["task_id"]: row for row in rows_a}
     n_max = min(min(int(by_id_a[t]["n"]) for t in common), min(int(by_id_b[t]["n"]) for t in common))
     if ks is None:
@@ -69,7 +70,7 @@ def compare_runs(tasks_a: str | Path, tasks_b: str | Path, *, ks: Sequence[int] 
     rows_a, rows_b = read_task_rows(tasks_a), read_task_rows(tasks_b)
     va, vb = verifiers_of(rows_a), verifiers_of(rows_b)
     if va and vb and va != vb:
-        raise ValueError(f"{tasks_a} was scored with verifier {', '.join(sorted(va))} and {tasks_b} with "
+        raise UserError(f"{tasks_a} was scored with verifier {', '.join(sorted(va))} and {tasks_b} with "
                          f"{', '.join(sorted(vb))}: evaluate both with the same --verifier before comparing")
     result = compare_rows(rows_a, rows_b, ks=ks, seed=seed)
     a, b = models or (str(tasks_a), str(tasks_b))

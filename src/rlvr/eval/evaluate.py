@@ -14,6 +14,7 @@ from rlvr.eval.summary import check_ks, evaluate_results, write_summary
 from rlvr.jsonl import write_jsonl
 from rlvr.rollout import RolloutEngine, build_engine
 from rlvr.rollout.episodes import PromptPolicy, Scoring
+from rlvr.errors import UserError
 
 
 def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scoring, *, samples: int, ks: Sequence[int],
@@ -93,12 +94,12 @@ def evaluate_model(
     from rlvr.verifiers import get_verifier
 
     if samples < 1:
-        raise ValueError(f"--samples must be >= 1, got {samples}")
+        raise UserError(f"--samples must be >= 1, got {samples}")
     ks = check_ks(ks, samples)
     verifier, options, verifier_source = verifier_for(model_path, verifier)
     get_verifier(verifier)  # an unknown name fails before the model loads
     if engine not in engine_names():
-        raise ValueError(f"--engine: unknown rollout engine {engine!r}; known: {', '.join(engine_names())}")
+        raise UserError(f"--engine: unknown rollout engine {engine!r}; known: {', '.join(engine_names())}")
     tasks = load_tasks(data)
     if limit:
         tasks = tasks[:limit]

@@ -23,6 +23,7 @@ from typing import Any
 
 from rlvr.eval.plots import plot_metrics_by_step, plot_pass_at_k_curves
 from rlvr.jsonl import read_jsonl
+from rlvr.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _load_eval_files(eval_dir: Path, extra: Sequence[str | Path] = ()) -> list[t
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+            raise UserError(f"{path} is not valid JSON: {exc}") from exc
         loaded.append((path, data))
     return loaded
 
@@ -207,7 +208,7 @@ def _comparison_chart(path: Path, comparison: dict[str, Any], out_dir: Path, ele
         try:
             return {int(k): v for k, v in mapping.items()}
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: the curve and ci95 keys must be values of k such as \"1\", \"4\": {exc}") from exc
+            raise UserError(f"{path}: the curve and ci95 keys must be values of k such as \"1\", \"4\": {exc}") from exc
 
     curves = {label(key): by_k(curve) for key, curve in comparison["curve"].items()}
     intervals = {label(key): by_k(ci) for key, ci in (comparison.get("ci95") or {}).items()}
@@ -288,12 +289,12 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, eval
         try:
             rows = read_jsonl(metrics_path)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{metrics_path} is not valid JSON lines: {exc}") from exc
+            raise UserError(f"{metrics_path} is not valid JSON lines: {exc}") from exc
     if not rows and not eval_files:
         nothing = f"and {run_dir / 'eval'} holds no *.json files: nothing to report"
         if not metrics_path.is_file():
             raise FileNotFoundError(f"{metrics_path} not found {nothing}")
-        raise ValueError(f"{metrics_path} is empty {nothing}")
+        raise UserError(f"{metrics_path} is empty {nothing}")
     rows = [row for row in rows if isinstance(row, dict)]
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -20,6 +20,7 @@ from rlvr.eval.majority import equivalence_for, task_majority
 from rlvr.eval.passk import pass_at_k
 from rlvr.eval.sampling import TaskResult
 from rlvr.jsonl import write_jsonl
+from rlvr.errors import UserError
 
 def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, seed: int = 0,
               verifier_options: dict | None = None) -> list[dict[str, Any]]:
@@ -87,7 +88,7 @@ def check_ks(ks: Sequence[int], samples: int) -> list[int]:
     ks = sorted(set(int(k) for k in ks))
     bad = [k for k in ks if not 1 <= k <= samples]
     if bad or not ks:
-        raise ValueError(f"--k {','.join(map(str, bad)) or '(none)'}: each k must be between 1 and --samples ({samples})")
+        raise UserError(f"--k {','.join(map(str, bad)) or '(none)'}: each k must be between 1 and --samples ({samples})")
     return ks
 
 

@@ -8,6 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from rlvr.errors import UserError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -17,11 +19,11 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         build = "a CPU-only torch build" if torch.version.cuda is None else "no CUDA device visible"
-        raise ValueError(f"model.device={name}: {build} (torch {torch.__version__}); use model.device=cpu or auto")
+        raise UserError(f"model.device={name}: {build} (torch {torch.__version__}); use model.device=cpu or auto")
     if name.startswith("cuda") and ":" in name and int(name.split(":")[1]) >= torch.cuda.device_count():
-        raise ValueError(f"model.device={name}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+        raise UserError(f"model.device={name}: only {torch.cuda.device_count()} CUDA device(s) are visible")
     if name == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("model.device=mps: the MPS backend is not available here; use model.device=cpu or auto")
+        raise UserError("model.device=mps: the MPS backend is not available here; use model.device=cpu or auto")
     return torch.device(name)
 
 

@@ -18,12 +18,14 @@ from typing import Any
 
 import torch
 
+from rlvr.errors import UserError
+
 LORA_KEYS = {"r": int, "alpha": (int, float), "dropout": (int, float), "target_modules": (list, str)}
 LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"}
 ADAPTER_CONFIG = "adapter_config.json"
 
 
-class LoraUnavailable(ValueError):
+class LoraUnavailable(UserError):
     """peft is not installed (a setup error the user fixes by installing the extra)."""
 
 

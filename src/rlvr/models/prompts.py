@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlvr.tasks.base import Prompt
+from rlvr.errors import UserError
 
 
 def encode_prompt(tokenizer, prompt: Prompt) -> list[int]:
@@ -11,7 +12,7 @@ def encode_prompt(tokenizer, prompt: Prompt) -> list[int]:
     if isinstance(prompt, str):
         return list(tokenizer(prompt)["input_ids"])
     if getattr(tokenizer, "chat_template", None) is None:
-        raise ValueError(
+        raise UserError(
             "this prompt is a list of chat messages but the tokenizer has no chat template; "
             "use plain-text prompts or a tokenizer with a chat_template"
         )

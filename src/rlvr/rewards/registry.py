@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from rlvr.errors import UserError
+
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids[B,L], attention_mask[B,L]) -> logits[B,L,V]
 
 
@@ -67,12 +69,12 @@ def register_reward_source(name: str, *, needs: tuple[str, ...] | list[str] = ()
     and "forward" if it calls the model. Registering another function under a taken name raises ValueError."""
     unknown = set(needs) - set(FIELDS) - {"forward"}
     if unknown:
-        raise ValueError(f"reward source {name!r}: unknown needs {sorted(unknown)}; known: forward, {', '.join(FIELDS)}")
+        raise UserError(f"reward source {name!r}: unknown needs {sorted(unknown)}; known: forward, {', '.join(FIELDS)}")
 
     def decorator(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         old = _SOURCES.get(name)
         if old is not None and old.fn.__qualname__ != fn.__qualname__:
-            raise ValueError(f"reward source {name!r} is already registered ({old.fn.__module__}.{old.fn.__qualname__})")
+            raise UserError(f"reward source {name!r} is already registered ({old.fn.__module__}.{old.fn.__qualname__})")
         _SOURCES[name] = RewardSource(name, fn, tuple(needs))
         return fn
 
@@ -85,7 +87,7 @@ def get_reward_source(name: str) -> RewardSource:
     except KeyError:
         close = difflib.get_close_matches(name, list(_SOURCES), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise KeyError(f"unknown reward source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
+        raise UserError(f"unknown reward source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
 
 
 def reward_source_names() -> list[str]:
@@ -97,7 +99,7 @@ def compute(name: str, batch: PolicyBatch, forward: Forward | None = None, **opt
     source = get_reward_source(name)
     missing = [n for n in source.needs if (forward if n == "forward" else getattr(batch, n)) is None]
     if missing:
-        raise ValueError(f"reward source {name!r} needs {', '.join(missing)}; the batch does not carry "
+        raise UserError(f"reward source {name!r} needs {', '.join(missing)}; the batch does not carry "
                          + ("them" if len(missing) > 1 else "it"))
     with torch.no_grad():
         out = source.fn(batch, forward, **options)

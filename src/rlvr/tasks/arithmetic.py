@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from rlvr.tasks.base import Task
+from rlvr.errors import UserError
 
 SPLITS = ("train", "eval")
 
@@ -24,12 +25,12 @@ class ArithmeticSpec:
 
     def __post_init__(self):
         if self.digits < 1 or self.digits > 6:
-            raise ValueError(f"arithmetic: digits must be in 1..6, got {self.digits}")
+            raise UserError(f"arithmetic: digits must be in 1..6, got {self.digits}")
         bad = set(self.ops) - set("+-*")
         if not self.ops or bad:
-            raise ValueError(f"arithmetic: ops must be a non-empty string of '+', '-', '*', got {self.ops!r}")
+            raise UserError(f"arithmetic: ops must be a non-empty string of '+', '-', '*', got {self.ops!r}")
         if not 1 <= self.heldout_percent <= 50:
-            raise ValueError(f"arithmetic: heldout_percent must be in 1..50, got {self.heldout_percent}")
+            raise UserError(f"arithmetic: heldout_percent must be in 1..50, got {self.heldout_percent}")
 
 
 def split_of(problem: str, heldout_percent: int) -> str:
@@ -44,7 +45,7 @@ def _answer(a: int, op: str, b: int) -> int:
 def all_problems(spec: ArithmeticSpec, split: str) -> list[Task]:
     """Every problem of a split, in a fixed order (small digit counts only)."""
     if split not in SPLITS:
-        raise ValueError(f"arithmetic: unknown split {split!r}; known: {', '.join(SPLITS)}")
+        raise UserError(f"arithmetic: unknown split {split!r}; known: {', '.join(SPLITS)}")
     hi = 10**spec.digits
     tasks = []
     for op in spec.ops:
@@ -68,19 +69,19 @@ def parse_spec(text: str) -> tuple[str, ArithmeticSpec, int, int]:
     """Parse ``arithmetic:SPLIT[:key=value,...]`` with keys digits, ops, n, seed, heldout_percent."""
     parts = text.split(":", 2)
     if parts[0] != "arithmetic" or len(parts) < 2:
-        raise ValueError(f"not an arithmetic spec: {text!r} (expected 'arithmetic:train' or 'arithmetic:eval:n=500')")
+        raise UserError(f"not an arithmetic spec: {text!r} (expected 'arithmetic:train' or 'arithmetic:eval:n=500')")
     split = parts[1]
     options: dict[str, str] = {}
     if len(parts) == 3 and parts[2]:
         for item in parts[2].split(","):
             key, sep, value = item.partition("=")
             if not sep:
-                raise ValueError(f"{text!r}: expected key=value, got {item!r}")
+                raise UserError(f"{text!r}: expected key=value, got {item!r}")
             options[key.strip()] = value.strip()
     known = {"digits", "ops", "n", "seed", "heldout_percent"}
     unknown = set(options) - known
     if unknown:
-        raise ValueError(f"{text!r}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise UserError(f"{text!r}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
     try:
         spec = ArithmeticSpec(
             digits=int(options.get("digits", 2)),
@@ -89,9 +90,9 @@ def parse_spec(text: str) -> tuple[str, ArithmeticSpec, int, int]:
         )
         n, seed = int(options.get("n", 0)), int(options.get("seed", 0))
     except ValueError as exc:
-        raise ValueError(f"{text!r}: {exc}") from None
+        raise UserError(f"{text!r}: {exc}") from None
     if split not in SPLITS:
-        raise ValueError(f"{text!r}: unknown split {split!r}; known: {', '.join(SPLITS)}")
+        raise UserError(f"{text!r}: unknown split {split!r}; known: {', '.join(SPLITS)}")
     return split, spec, n, seed
 
 

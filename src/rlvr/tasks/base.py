@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.errors import UserError
+
 Prompt = str | list[dict[str, str]]
 
 
@@ -20,5 +22,5 @@ class Task:
     env_options: dict[str, Any] = field(default_factory=dict)  # the environment's options (tools, max_turns, ...)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """A data row that cannot be used; the message names the file, line and field."""

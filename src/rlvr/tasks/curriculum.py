@@ -34,6 +34,7 @@ from typing import Any
 from rlvr.tasks.base import Task
 from rlvr.tasks.difficulty import DifficultyTracker
 from rlvr.tasks.feedback import Feedback, metric_label
+from rlvr.errors import UserError
 
 RULES = ("filter", "band", "replay")
 
@@ -58,20 +59,20 @@ class CurriculumRules:
         chosen = set() if name in (None, "", "none") else {part.strip() for part in name.split("+")}
         unknown = chosen - set(RULES)
         if unknown:
-            raise ValueError(f"data.curriculum: unknown rule {sorted(unknown)[0]!r}; known: none, {', '.join(RULES)} "
+            raise UserError(f"data.curriculum: unknown rule {sorted(unknown)[0]!r}; known: none, {', '.join(RULES)} "
                              "(join several with '+')")
         known = {f.name: f.type for f in fields(cls) if f.name != "rules"}
         values: dict[str, Any] = {}
         for key, value in (options or {}).items():
             if key not in known:
-                raise ValueError(f"data.curriculum_options: unknown option {key!r}; known: {', '.join(known)}")
+                raise UserError(f"data.curriculum_options: unknown option {key!r}; known: {', '.join(known)}")
             default = getattr(cls, key)
             if isinstance(default, str):
                 values[key] = str(value)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"data.curriculum_options.{key}: expected a number, got {value!r}")
+                raise UserError(f"data.curriculum_options.{key}: expected a number, got {value!r}")
             elif isinstance(default, int) and value != int(value):
-                raise ValueError(f"data.curriculum_options.{key}: expected a whole number, got {value!r}")
+                raise UserError(f"data.curriculum_options.{key}: expected a whole number, got {value!r}")
             else:
                 values[key] = type(default)(value)
         rules = cls(frozenset(chosen), **values)
@@ -90,7 +91,7 @@ class CurriculumRules:
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if problems:
-            raise ValueError("data.curriculum_options: " + "; ".join(problems))
+            raise UserError("data.curriculum_options: " + "; ".join(problems))
 
     def tracker(self) -> DifficultyTracker:
         return DifficultyTracker(alpha=self.alpha, hard_below=self.hard_below, easy_above=self.easy_above)
@@ -121,12 +122,12 @@ class CurriculumSampler:
         parts: Sequence[tuple[str, float, list[int]]] | None = None,
     ):
         if not tasks:
-            raise ValueError("no tasks to sample from")
+            raise UserError("no tasks to sample from")
         self.tasks, self.seed, self.shuffle, self.rules = tasks, seed, shuffle, rules
         parts = parts or [("all", 1.0, list(range(len(tasks))))]
         for label, weight, indices in parts:
             if weight <= 0 or not indices:
-                raise ValueError(f"mixture part {label!r}: needs a weight > 0 and at least one task")
+                raise UserError(f"mixture part {label!r}: needs a weight > 0 and at least one task")
         self.parts = [Part(label, float(weight), list(indices)) for label, weight, indices in parts]
         for i, part in enumerate(self.parts):
             part.order = self._order_for(i, 0)
@@ -243,12 +244,12 @@ class CurriculumSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != "curriculum":
-            raise ValueError("the checkpoint's sampler had no curriculum or mixture; resume with the same data.* settings")
+            raise UserError("the checkpoint's sampler had no curriculum or mixture; resume with the same data.* settings")
         if state["n_tasks"] != len(self.tasks):
-            raise ValueError(f"data changed since the checkpoint: {state['n_tasks']} tasks then, {len(self.tasks)} now")
+            raise UserError(f"data changed since the checkpoint: {state['n_tasks']} tasks then, {len(self.tasks)} now")
         labels = [p.label for p in self.parts]
         if [label for label, _, _ in state["parts"]] != labels:
-            raise ValueError(f"data sources changed since the checkpoint: {[p[0] for p in state['parts']]} then, {labels} now")
+            raise UserError(f"data sources changed since the checkpoint: {[p[0] for p in state['parts']]} then, {labels} now")
         self.seed, self.calls = state["seed"], state["calls"]
         for i, (part, (_, epoch, position)) in enumerate(zip(self.parts, state["parts"])):
             part.epoch, part.position = epoch, position

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlvr.tasks.base import Task
 from rlvr.tasks.feedback import Feedback
+from rlvr.errors import UserError
 
 
 class PromptSampler:
@@ -20,7 +21,7 @@ class PromptSampler:
 
     def __init__(self, tasks: list[Task], *, seed: int, shuffle: bool = True):
         if not tasks:
-            raise ValueError("no tasks to sample from")
+            raise UserError("no tasks to sample from")
         self.tasks = tasks
         self.seed = seed
         self.shuffle = shuffle
@@ -59,7 +60,7 @@ class PromptSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["n_tasks"] != len(self.tasks):
-            raise ValueError(f"data changed since the checkpoint: {state['n_tasks']} tasks then, {len(self.tasks)} now")
+            raise UserError(f"data changed since the checkpoint: {state['n_tasks']} tasks then, {len(self.tasks)} now")
         self.seed = state["seed"]
         self.epoch = state["epoch"]
         self.position = state["position"]

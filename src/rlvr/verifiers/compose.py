@@ -23,11 +23,13 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Sequence
 
+from rlvr.errors import UserError
+
 KINDS = ("verifier", "overlong", "length_among_correct")
 NORMALIZE = ("none", "batch")
 
 
-class RewardSpecError(ValueError):
+class RewardSpecError(UserError):
     """A reward term that cannot be used; the message names the term and key."""
 
 

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from rlvr.errors import UserError
+
 VerifierFn = Callable[..., Any]  # returns a Verdict, or a float that the runner turns into one
 F = TypeVar("F", bound=VerifierFn)
 
@@ -23,7 +25,7 @@ _LOCK = threading.Lock()
 ISOLATION_LEVELS = ("inline", "threads", "process")
 
 
-class UnknownVerifierError(KeyError, ValueError):
+class UnknownVerifierError(KeyError, UserError):
     """No verifier has this name; the message lists the names that exist."""
 
     def __init__(self, name: str, known: Iterable[str] = ()):
@@ -56,9 +58,9 @@ def register_verifier(name: str, *, replace: bool = False, isolation: str = "inl
     Re-registering the same function (or a module reload of it) is a no-op.
     """
     if isolation not in ISOLATION_LEVELS:
-        raise ValueError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
+        raise UserError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
     if not isinstance(name, str) or not name or name != name.strip() or any(c.isspace() for c in name):
-        raise ValueError(f"verifier name must be a non-empty string without whitespace, got {name!r}")
+        raise UserError(f"verifier name must be a non-empty string without whitespace, got {name!r}")
 
     def decorator(fn: F) -> F:
         if not callable(fn):
@@ -66,7 +68,7 @@ def register_verifier(name: str, *, replace: bool = False, isolation: str = "inl
         with _LOCK:
             old = _VERIFIERS.get(name)
             if old is not None and not replace and _qualname(old) != _qualname(fn):
-                raise ValueError(
+                raise UserError(
                     f"verifier {name!r} is already registered ({_qualname(old)}); pass replace=True to override it"
                 )
             _VERIFIERS[name] = fn

@@ -1,0 +1,12 @@
+"""The one kind of error the command line reports as a single line: a problem with what the user gave (a config
+key, a data row, a path, an option), whose message names it and says what was expected.
+
+Anything else that escapes a command is a bug in rlvr or in a plugin: the command line prints its traceback and
+asks for a report, so no real fault ever hides behind a one-line message.
+"""
+
+from __future__ import annotations
+
+
+class UserError(ValueError):
+    """Bad input from the user; the message names the file, line, key or flag and what was expected."""
