@@ -33,6 +33,7 @@ def _timed(response, reference, **options):
         ('[1.5, 2E400]', "non_finite_number"),
         ("NaN", "non_finite_number"),
         ('{"a": -Infinity}', "non_finite_number"),
+        ('{"a": 1e-999}', "number_underflow"),  # not zero, but a double reads it as 0.0
         ('{"a": 1,}', "invalid_json"),
     ],
 )
@@ -43,7 +44,7 @@ def test_ambiguous_json_is_rejected(response, reason):
 
 @pytest.mark.parametrize(
     "response",
-    ['{"a": 1, "b": {"a": 2}}', '[{"a": 1}, {"a": 2}]', "1.7976931348623157e308", '{"a": 1e-999}', '{"": 1, " ": 2}'],
+    ['{"a": 1, "b": {"a": 2}}', '[{"a": 1}, {"a": 2}]', "1.7976931348623157e308", '{"a": 5e-324}', '{"a": 0e-999}', '{"": 1, " ": 2}'],
 )
 def test_same_key_in_different_objects_and_extreme_finite_numbers_are_fine(response):
     v = verify("json", response, None)

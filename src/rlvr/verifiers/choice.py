@@ -14,6 +14,15 @@ inside a tier the LAST candidate wins (the model's final word):
 4. "fallback": any standalone capital letter among the choices, skipping the article "A" ("A good approach ..."),
    the pronoun "I" ("I think ...") and the option labels of a listing ("A) 12\nB) 15").
 
+Invisible characters (zero-width space and joiners, the word joiner, the soft hyphen, the byte-order mark,
+direction marks, variation selectors, Hangul fillers, tag characters) are removed and the text is NFKC-normalised
+before anything else, so "A\u200dB" reads as "AB" (no standalone letter) and a fullwidth "\uff22" as "B". A letter
+is standalone only between characters that are not letters of any script, so "A\u0412" (a Latin A touching a
+Cyrillic Ve) is not "A". A look-alike letter from another script (Cyrillic "\u0412" for "B", Greek "\u0392") is
+never credited as the Latin one: where reading the look-alikes as Latin would pick different letters than
+reading them as what they are ("Answer: \u0412", "\u0410 or B"), the verdict is "incorrect", reason
+"confusable_letter".
+
 A letter that is negated or part of an expression is never an answer: one inside a negated clause ("Answer: not C",
 "I would not pick D", "Neither A nor B", "B, not C", "rule out A"), one described as not the answer ("A is not
 correct", "C isn't right"), one that is an operand ("\\mathrm{E}*2", "E=mc^2", "C-1"), one inside a dotted
@@ -27,6 +36,7 @@ answer; if it names more than one DIFFERENT letter it is a hedge: status "incorr
 score 0. A committed letter outside ``choices`` ("Answer: E" for ABCD) is "incorrect", reason "invalid_choice".
 
 Reasons: "choice_match", "choice_mismatch", "multiple_answers", "invalid_choice", "negated_choice", "refusal",
+"confusable_letter",
 "no_choice_found" (undecidable),
 "bad_reference"/"bad_option"/"bad_response" (status "error"). ``details["source"]`` names the tier that decided.
 All patterns are linear-time; the verifier is pure and never raises for any model output.
@@ -35,6 +45,7 @@ All patterns are linear-time; the verifier is pure and never raises for any mode
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,11 +56,11 @@ from rlvr.verifiers.registry import register_verifier
 # bounded character classes, never nested alternatives, so a run of "*" or "(" cannot make matching blow up.
 _ITEM = re.compile(
     r"""
-    (?<![A-Za-z0-9_\\'-])
+    (?<![\w\\'-])
     (?P<open>[*_$(\[{]{0,4}(?:\\(?:text(?:bf|rm|tt)?|mathrm|mathbf)\{)?[*_$(\[{]{0,2})
     (?P<letter>[A-Za-z])
     (?P<close>[*_$)\]}]{0,6})
-    (?![A-Za-z0-9_]|'[A-Za-z])
+    (?![\w]|'[A-Za-z])
     """,
     re.VERBOSE,
 )
@@ -88,6 +99,23 @@ _LINE_MARKER = re.compile(
     r"^[ \t]*(?:[-*>][ \t]+)?(?:\*\*)?[(\[]?(?P<letter>[A-Z])(?:[)\].:]|\*\*)(?:\*\*)?(?=[ \t]|$)", re.MULTILINE
 )
 _BLANKS = re.compile(r"[ \t\f\v]+")
+# Characters that render as nothing (or as a blank with no width of its own): removed before extraction.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+# Capital letters of other scripts that look like the Latin option letters, when they stand alone or touch Latin
+# letters (not inside a word of their own script: a Russian "\u0412" preposition in a sentence is left alone).
+_LOOKALIKE_LATIN = {
+    **dict(zip("\u0410\u0412\u0421\u0415\u041d\u0406\u0408\u041a\u041c\u041e\u0420\u0405\u0422\u0423\u0425",
+               "ABCEHIJKMOPSTYX")),  # Cyrillic
+    **dict(zip("\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7",
+               "ABEZHIKMNOPTYX")),  # Greek
+    **dict(zip("\u13aa\u13f4\u13df\u13a1\u13bb\u13ab\u13e6\u13b7\u13c2\u13a2", "ABCEHJKMPT")),  # Cherokee
+}
+_LOOKALIKE = re.compile(
+    "(?<![^\\W\\d_A-Za-z])[" + "".join(_LOOKALIKE_LATIN) + "](?![^\\W\\d_A-Za-z])"
+)
 
 # Negation. A letter is negated when the clause before it (back to the last sentence or clause break, at most
 # _CLAUSE_CHARS characters) holds a negation cue, or when it is followed by "is not ..." / "isn't ...".
@@ -382,9 +410,21 @@ def _fallback(text: str, choices: str, negated: list[str]) -> _Chain | None:
 _TIERS = (("strong", _strong), ("marked", _marked), ("line_marker", _line_markers), ("fallback", _fallback))
 
 
+def visible_text(text: str) -> str:
+    """``text`` as a reader sees it: invisible characters removed, then NFKC (fullwidth and styled letters become
+    plain ones). Look-alike letters of other scripts are left as they are."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    return text
+
+
+def _lookalikes_as_latin(text: str) -> str:
+    return _LOOKALIKE.sub(lambda m: _LOOKALIKE_LATIN[m.group()], text)
+
+
 def extract_choice(text: str, choices: str = "ABCD") -> tuple[list[str], str] | None:
     """The letters of the final committed answer (distinct, in order) and the tier that found them, or None."""
-    found = _extract(text, choices)
+    found = _extract(visible_text(text), choices)
     return found[:2] if found[0] else None
 
 
@@ -428,8 +468,14 @@ def choice(
         error = f"response is {type(response).__name__}, expected str"
         return Verdict(0.0, Status.ERROR, "bad_response", details={"error": error})
 
-    text = response[-MAX_RESPONSE_CHARS:]
+    text = visible_text(response[-MAX_RESPONSE_CHARS:])
     picked, source, negated = _extract(text, letters)
+    if not text.isascii() and _LOOKALIKE.search(text):
+        as_latin = _extract(_lookalikes_as_latin(text), letters)[0]
+        if as_latin != picked:  # the answer depends on reading a look-alike letter as Latin: never credited
+            details = {"source": source, "read_as_latin": ",".join(as_latin)}
+            return Verdict(0.0, Status.INCORRECT, "confusable_letter", extracted=",".join(picked) or None,
+                           details=details)
     if not picked:
         if negated:
             return Verdict(0.0, Status.INCORRECT, "negated_choice", details={"negated": negated})

@@ -19,8 +19,10 @@ reference:
 
 Invalid JSON is a decided failure of the task, so it is status "incorrect", reason "invalid_json" (details carry the
 parser message), not "undecidable". So is JSON that parsers read differently: an object with a duplicate key
-(reason "duplicate_key": Python keeps the last value, other parsers the first or an error) and a number that is not
-finite as a double (NaN, Infinity, 1e999; reason "non_finite_number"). Input longer than ``max_chars`` is
+(reason "duplicate_key": Python keeps the last value, other parsers the first or an error), a number that is not
+finite as a double (NaN, Infinity, 1e999; reason "non_finite_number") and a non-zero number that a double rounds
+to zero (1e-400; reason "number_underflow"). Numbers keep the text they were written with, so ``multipleOf`` and
+the bounds of a schema are decided exactly in decimal (0.3 is a multiple of 0.1; see json_schema.py). Input longer than ``max_chars`` is
 "undecidable" "response_too_long"; nesting deeper than ``max_depth`` (or anything that still hits Python's recursion
 limit) is "undecidable" "too_deep". A broken schema or reference is status "error" ("bad_reference").
 
@@ -67,15 +69,24 @@ class _NonFinite(_NotJSON):
     reason = "non_finite_number"
 
 
+class _Underflow(_NotJSON):
+    reason = "number_underflow"
+
+
 def _reject_constant(name: str) -> Any:
     raise _NonFinite(f"{name} is not valid JSON")
+
+
+_NONZERO_DIGIT = re.compile(r"[1-9]")
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise _NonFinite(f"number {text[:40]} is not finite as a double")
-    return value
+    if value == 0.0 and _NONZERO_DIGIT.search(text.partition("e")[0].partition("E")[0]):
+        raise _Underflow(f"number {text[:40]} is not zero but rounds to zero as a double")
+    return json_schema.JSONNumber(text, value)
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

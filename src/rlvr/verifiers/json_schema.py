@@ -12,6 +12,9 @@ The ``jsonschema`` library does the validating; this module bounds what it costs
   module's own for "date-time", "time", "uri", "uri-reference", "hostname" and "json-pointer". A schema naming any
   other format is refused (:class:`Unsupported`) unless formats are switched off, so an unchecked format can never
   pass silently.
+* ``multipleOf``, ``minimum``, ``maximum``, ``exclusiveMinimum`` and ``exclusiveMaximum`` are decided exactly, in
+  decimal, on the text each number was written with (:class:`JSONNumber`; a float of the schema by its shortest
+  repr), where jsonschema divides binary doubles and rejects 0.3 as a multiple of 0.1;
 * ``unevaluatedProperties`` in a schema that also has ``patternProperties`` is refused: jsonschema matches those
   patterns with ``re`` inside that keyword, where no deadline can reach.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import datetime
+import decimal
 import functools
 import re
 import threading
@@ -139,6 +143,75 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         names = ", ".join(repr(e) for e in sorted(extras)[:20])
         verb = "was" if len(extras) == 1 else "were"
         yield ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
+
+
+# ------------------------------------------------------------------------------------------------ numbers
+
+
+class JSONNumber(float):
+    """A JSON number with a fraction or exponent: the double a parser reads, plus the ``literal`` it was written
+    as, so that checks which need the exact value (``multipleOf``) do not inherit binary rounding."""
+
+    __slots__ = ("literal",)
+
+    def __new__(cls, literal: str, value: float | None = None) -> JSONNumber:
+        obj = super().__new__(cls, float(literal) if value is None else value)
+        obj.literal = literal
+        return obj
+
+    def __reduce__(self) -> Any:
+        return (JSONNumber, (self.literal, float(self)))
+
+
+def exact(value: Any) -> decimal.Decimal:
+    """The exact decimal a JSON number stands for: its literal text when it has one, the shortest repr of a float
+    (what a schema written as JSON or YAML said), an int as it is."""
+    if isinstance(value, JSONNumber):
+        return decimal.Decimal(value.literal)
+    if isinstance(value, float):
+        return decimal.Decimal(repr(value))
+    return decimal.Decimal(value)
+
+
+def is_multiple(value: Any, divisor: Any) -> bool:
+    """``value`` is an integer multiple of ``divisor`` (> 0), decided exactly in decimal."""
+    a, b = exact(value), exact(divisor)
+    if not a:
+        return True
+    # enough digits that the integer quotient and the remainder are exact, never rounded
+    digits = max(len(a.as_tuple().digits), len(b.as_tuple().digits)) + max(0, a.adjusted() - b.adjusted()) + 2
+    context = decimal.Context(prec=digits, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[decimal.InvalidOperation])
+    return context.remainder(a, b).is_zero()
+
+
+def _number_text(value: Any) -> str:
+    return _short(value.literal, 60) if isinstance(value, JSONNumber) else _short(value, 60)
+
+
+def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "number"):
+        return
+    if not is_multiple(instance, divisor):
+        yield ValidationError(f"{_number_text(instance)} is not a multiple of {divisor}")
+
+
+def _bound(name: str, holds: Any, words: str) -> Any:
+    def keyword(validator: Any, bound: Any, instance: Any, schema: Any) -> Any:
+        if not validator.is_type(instance, "number") or isinstance(bound, bool):
+            return
+        if not holds(exact(instance), exact(bound)):
+            yield ValidationError(f"{_number_text(instance)} is {words} {bound}")
+
+    keyword.__name__ = name
+    return keyword
+
+
+_NUMERIC_BOUNDS = {
+    "minimum": _bound("minimum", lambda x, b: x >= b, "less than the minimum of"),
+    "maximum": _bound("maximum", lambda x, b: x <= b, "greater than the maximum of"),
+    "exclusiveMinimum": _bound("exclusiveMinimum", lambda x, b: x > b, "less than or equal to the minimum of"),
+    "exclusiveMaximum": _bound("exclusiveMaximum", lambda x, b: x < b, "greater than or equal to the maximum of"),
+}
 
 
 # ------------------------------------------------------------------------------------------------ uniqueness
@@ -310,6 +383,7 @@ def _timed(fn: Any) -> Any:
 
 
 _OVERRIDES = {
+    "multipleOf": _multiple_of,
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
@@ -320,7 +394,10 @@ _OVERRIDES = {
 @functools.lru_cache(maxsize=16)
 def _bounded(base: Any) -> tuple[Any, jsonschema.FormatChecker]:
     """``base`` (a jsonschema validator class) with every keyword deadline-checked and the overrides above."""
-    keywords = {name: _OVERRIDES.get(name, fn) for name, fn in base.VALIDATORS.items()}
+    overrides = dict(_OVERRIDES)
+    if base.META_SCHEMA.get("properties", {}).get("exclusiveMinimum", {}).get("type") != "boolean":
+        overrides.update(_NUMERIC_BOUNDS)  # drafts 3 and 4 spell the exclusive bounds as booleans: left to jsonschema
+    keywords = {name: overrides.get(name, fn) for name, fn in base.VALIDATORS.items()}
     return jsonschema.validators.extend(base, {k: _timed(fn) for k, fn in keywords.items()}), _format_checker(base)
 
 
