@@ -166,9 +166,9 @@ def test_a_lora_policy_reaches_the_engine_merged(engine, policy, tmp_path):
 
 
 @needs_vllm
-def test_the_nccl_broadcast_sends_what_the_engine_started_from(engine, policy):
-    """The weight source of the NCCL path (GPUs; the broadcast itself cannot run here) declares exactly what it
-    yields, under the names and shapes of the folder vLLM loaded; on a machine without CUDA the option is refused."""
+def test_the_nccl_weight_source_declares_what_it_yields(engine, policy):
+    """The weight source the NCCL path would broadcast from (no broadcast runs here: it needs GPUs) declares exactly
+    what it yields, under the names and shapes of the folder vLLM loaded; on a machine without CUDA the option is refused."""
     from safetensors import safe_open
 
     from rlvr.cluster.weight_transfer import policy_source

@@ -1,9 +1,9 @@
 """Learner groups of several torch.distributed ranks (``cluster.learners`` > 1), one per ``cluster.learner_strategy``:
 
-- ddp: every rank holds the whole model; after each rank's backward passes on its shard of a mini-batch the
-  gradients are summed across ranks in one all-reduce of a flat buffer (the data parallelism of PyTorch's
-  DistributedDataParallel, Li et al., 2020, "PyTorch Distributed", Sec. 3, without its bucketed overlap, so a
-  rank may run any number of micro-batches, none included);
+- ddp (data parallel; our own all-reduce, not torch's DistributedDataParallel wrapper): every rank holds the whole
+  model; after each rank's backward passes on its shard of a mini-batch the gradients are summed across ranks in
+  one all-reduce of a flat buffer (the scheme of Li et al., 2020, "PyTorch Distributed", Sec. 3, without DDP's
+  bucketed overlap, so a rank may run any number of micro-batches, none included);
 - fsdp2: every decoder layer and the root are sharded with ``fully_shard`` (Zhao et al., 2023, "PyTorch FSDP");
   gradients are reduce-scattered as sums; the main rank keeps a full copy of the weights for its rollout engine,
   refreshed after each step, which is also what checkpoints save (plain Hugging Face folders).
