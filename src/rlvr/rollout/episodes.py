@@ -6,7 +6,8 @@
 
 A task is scored by its own verifier (a data row may name one) or ``Scoring.verifier``, with the options of both;
 with a composed reward (``reward.terms``) every verifier term is scored and the terms are combined by
-rlvr.verifiers.compose. Every request carries the task's prompt and ``meta`` for rewards that need them.
+rlvr.verifiers.compose. Every request carries the task's prompt and ``meta`` for rewards that need them, and
+whether the response was cut off by the length limit (``truncated``; a response cut at a stop string was not).
 
 Tasks that name an environment (``Task.env``) run as episodes (rlvr.rollout.agent): the verifier scores each
 episode's answer and the environment's per-turn reward parts are added to the reward (components ``env/<part>``).
@@ -75,23 +76,29 @@ class ScoredSamples:
                              episodes=[self.episodes[i] for i in rows] if self.episodes is not None else None)
 
 
-def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None) -> list[ScoreRequest]:
+def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None,
+                   truncated: list[bool] | None = None) -> list[ScoreRequest]:
     """The request for each (task, response): the verifier and options a task or reward term names, else the
-    defaults; the options of the term, then of the task, override the defaults."""
+    defaults; the options of the term, then of the task, override the defaults. ``truncated[i]``: response i hit
+    the length limit (default: none did)."""
+    flags = [False] * len(responses) if truncated is None else [bool(t) for t in truncated]
+    if len(flags) != len(responses):
+        raise ValueError(f"{len(flags)} truncated flags for {len(responses)} responses")
     requests = []
-    for task, response in zip(tasks, responses):
+    for task, response, cut_off in zip(tasks, responses, flags):
         if term is None or term.uses_task_verifier:
             name, options = task.verifier or scoring.verifier, {**scoring.verifier_options, **task.verifier_options}
         else:
             name, options = term.verifier, {}
         reference = task.reference if term is None or term.reference is None else term.reference
         requests.append(ScoreRequest(name, response, reference, {**options, **(term.options if term else {})},
-                                     prompt=task.prompt, meta=task.meta or None))
+                                     prompt=task.prompt, meta=task.meta or None, truncated=cut_off))
     return requests
 
 
-def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None) -> list[Verdict]:
-    return score_batch(score_requests(tasks, responses, scoring, term))
+def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None,
+          truncated: list[bool] | None = None) -> list[Verdict]:
+    return score_batch(score_requests(tasks, responses, scoring, term, truncated))
 
 
 def fit_prompts(prompts: list[list[int]], tasks: list[Task], policy: PromptPolicy) -> tuple[list[list[int]], int]:
@@ -185,12 +192,13 @@ def episode_metrics(stats: list[dict[str, int]]) -> dict[str, float]:
 def score_samples(batch: RolloutBatch, row_tasks: list[Task], responses: list[str], params: SamplingParams,
                   scoring: Scoring, step: int, metrics: dict[str, float]) -> ScoredSamples:
     spec = scoring.spec
+    truncated = [bool(t) for t in batch.truncated.tolist()]
     if spec is None:
-        verdicts = score(row_tasks, responses, scoring)
+        verdicts = score(row_tasks, responses, scoring, truncated=truncated)
         return ScoredSamples(batch, row_tasks, responses, verdicts, [v.score for v in verdicts], metrics=metrics)
-    by_term = {term.name: score(row_tasks, responses, scoring, term) for term in spec.verifier_terms()}
+    by_term = {term.name: score(row_tasks, responses, scoring, term, truncated) for term in spec.verifier_terms()}
     task_term = next((t.name for t in spec.verifier_terms() if t.uses_task_verifier), next(iter(by_term), None))
-    verdicts = by_term[task_term] if task_term else score(row_tasks, responses, scoring)
+    verdicts = by_term[task_term] if task_term else score(row_tasks, responses, scoring, truncated=truncated)
     composed = compose(
         spec, {name: [v.score for v in vs] for name, vs in by_term.items()},
         lengths=batch.response_mask.sum(-1).tolist(), max_len=params.max_new_tokens,

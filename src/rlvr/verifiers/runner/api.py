@@ -199,9 +199,10 @@ class _Resolved:
     meta: dict[str, Any] | None
     cacheable: bool
     threaded: bool = False  # a "threads" verifier: called in this process on the runner's thread pool
+    truncated: bool = False
 
     def kwargs(self) -> dict[str, Any]:
-        return keyword_args(self.fn, self.options, self.prompt, self.meta)
+        return keyword_args(self.fn, self.options, self.prompt, self.meta, truncated=self.truncated)
 
 
 class _Core:
@@ -284,11 +285,12 @@ class _Core:
         prompt, meta = getattr(item, "prompt", None), getattr(item, "meta", None)
         if meta is not None and not isinstance(meta, dict):
             raise TypeError(f"request meta must be a dict or None, got {type(meta).__name__}")
-        for field_name, value in (("prompt", prompt), ("meta", meta)):
+        truncated = _flag(getattr(item, "truncated", False))
+        for field_name, value in (("prompt", prompt), ("meta", meta), ("truncated", truncated or None)):
             if value is not None and field_name in options:
                 raise ValueError(f"the request carries {field_name!r} both as a field and in its options; give it once")
         return _Resolved(inline, fn, name, item.response, item.reference, dict(options), prompt, meta, cacheable,
-                         threaded)
+                         threaded, truncated)
 
     def _submit(self, r: _Resolved) -> Verdict | concurrent.futures.Future:
         label = r.name if r.name is not None else qualname(r.fn)
@@ -302,6 +304,8 @@ class _Core:
 
         key = cache_key(r.name, r.fn, r.response, r.reference, r.options, r.prompt, r.meta) \
             if r.cacheable and self.cache.maxsize else None
+        if key is not None and r.truncated:  # the same text, cut off by the length limit, is another request
+            key = (("truncated", key[0]), *key[1:])
         if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -385,6 +389,16 @@ class _Core:
         self.pool.close()
         if self.thread_pool is not None:
             self.thread_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _flag(value: Any) -> bool:
+    """A request's ``truncated`` as a bool (numpy and 0-d tensor booleans too); anything else is a caller error."""
+    if not isinstance(value, bool):
+        item = getattr(value, "item", None)  # numpy / torch scalars
+        value = item() if callable(item) and getattr(value, "ndim", 0) == 0 else value
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"request truncated must be a bool, got {type(value).__name__}: {str(value)[:100]!r}")
 
 
 def _unpicklable(label: str, exc: BaseException) -> Verdict:

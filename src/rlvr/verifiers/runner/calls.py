@@ -18,6 +18,9 @@ MAX_ERROR_CHARS = 2000
 
 # Keyword arguments the runner itself supplies; each reaches a function only if its signature accepts it.
 PASSED_IF_ACCEPTED = ("timeout_s", "prompt", "meta")
+# ... and these only if its signature names them: a ``**kwargs`` catch-all does not receive them, because
+# functions that take ``**kwargs`` often forward them as options to something that would reject a new name.
+PASSED_IF_NAMED = ("truncated",)
 
 
 def to_verdict(result: Any) -> Verdict:
@@ -114,12 +117,14 @@ def error(reason: str, message: str, verifier: str | None = None, **extra: Any) 
     return Verdict(0.0, Status.ERROR, reason, details=details)
 
 
-def keyword_args(fn: Callable[..., Any], options: dict[str, Any], prompt: Any = None, meta: Any = None) -> dict[str, Any]:
+def keyword_args(fn: Callable[..., Any], options: dict[str, Any], prompt: Any = None, meta: Any = None, *,
+                 truncated: bool = False) -> dict[str, Any]:
     """The keyword arguments ``fn`` is called with: the request's options, without "timeout_s" unless ``fn``
-    accepts it (the runner enforces the budget either way), plus ``prompt`` / ``meta`` when given and accepted."""
-    if prompt is None and meta is None and "timeout_s" not in options:
-        return options
+    accepts it (the runner enforces the budget either way), plus ``prompt`` / ``meta`` when given and accepted,
+    plus ``truncated`` (True or False) when ``fn`` names that parameter and the options do not already hold it."""
     accepted = _accepted(fn)
+    if prompt is None and meta is None and "timeout_s" not in options and "truncated" not in accepted:
+        return options
     out = options if "timeout_s" not in options or "timeout_s" in accepted else {
         k: v for k, v in options.items() if k != "timeout_s"
     }
@@ -127,6 +132,8 @@ def keyword_args(fn: Callable[..., Any], options: dict[str, Any], prompt: Any = 
         out = {**out, "prompt": prompt}
     if meta is not None and "meta" in accepted:
         out = {**out, "meta": meta}
+    if "truncated" in accepted and "truncated" not in out:
+        out = {**out, "truncated": bool(truncated)}
     return out
 
 
@@ -143,7 +150,8 @@ def _accepted_cached(fn: Callable[..., Any]) -> frozenset[str]:
 
 
 def _signature_accepts(fn: Callable[..., Any]) -> frozenset[str]:
-    """Which of PASSED_IF_ACCEPTED ``fn`` takes as keyword arguments (all of them with ``**kwargs``)."""
+    """Which of PASSED_IF_ACCEPTED (all of them with ``**kwargs``) and PASSED_IF_NAMED ``fn`` takes as keyword
+    arguments."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -151,8 +159,8 @@ def _signature_accepts(fn: Callable[..., Any]) -> frozenset[str]:
     names = set()
     for p in params:
         if p.kind is inspect.Parameter.VAR_KEYWORD:
-            return frozenset(PASSED_IF_ACCEPTED)
-        if p.name in PASSED_IF_ACCEPTED and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            names.update(PASSED_IF_ACCEPTED)
+        elif p.name in PASSED_IF_ACCEPTED + PASSED_IF_NAMED and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             names.add(p.name)
     return frozenset(names)
 
