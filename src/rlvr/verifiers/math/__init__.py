@@ -32,19 +32,23 @@ Policy (keyword options of ``verify("math", response, reference, **policy)``) an
                        so 50\\% == 0.5 but 50\\% != 50
     units=True         read units after a value and convert between them (2 minutes == 120 seconds != 2 hours)
     strict=False       True turns off the last-number extraction fallback
+    truncated=False    the response was cut off by the length limit (the trainer passes it): the fallbacks that
+                       take what the text happens to end with (last math span, last number) give no answer;
+                       boxes, answer tags and answer markers still count
     timeout_s=5.0      hard wall-clock budget of the whole call
 
 Verdicts
     correct       reasons: "string_equal", "equivalent", "symbolic_equal", "numeric_probe", "choice_equal"
     incorrect     reasons: "not_equivalent", "multiple_answers" (several different final answers for a single-valued
-                  reference), "choice_mismatch"
+                  reference, or a value offered as an alternative after the final one), "choice_mismatch",
+                  "retracted" (the words right after the answer reject it: "Answer: 9. No wait, that's wrong.")
     undecidable   reasons: "no_answer_found", "unparseable_answer", "too_complex" (past a guard: answer length,
                   nesting depth, exponent size, factorial argument, float overflow)
     timeout       the call's budget ran out (inline, or in the symbolic stage)
     error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
                   defect of the verifier met on this input; reported, never raised)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
-("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted") and ``details["stage"]`` where it
+("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted", "retracted", "truncated") and ``details["stage"]`` where it
 was decided
 ("inline", "symbolic", or "probe" when SymPy ran out of time and random-point probing decided).
 
@@ -409,6 +413,7 @@ def math_verifier(
     percent: str = "auto",
     units: bool = True,
     strict: bool = False,
+    truncated: bool = False,
     timeout_s: float = 5.0,
 ) -> Verdict:
     """See the module docstring."""
@@ -421,7 +426,9 @@ def math_verifier(
         return _v(0.0, Status.ERROR, "bad_response", error=f"response is {type(response).__name__}")
     if len(response) > MAX_RESPONSE_CHARS:
         response = response[-MAX_RESPONSE_CHARS:]
-    ex = extract(response, strict=bool(strict))
+    ex = extract(response, strict=bool(strict), truncated=bool(truncated))
+    if ex.method == "retracted":  # the words after the answer reject it: no credit, whatever it was
+        return Verdict(0.0, Status.INCORRECT, "retracted", None, {"extraction": ex.method})
     if ex.answer is None or not ex.answer.strip():
         # still report a bad reference as such
         _, _, final = _reference_value(reference, bool(units))

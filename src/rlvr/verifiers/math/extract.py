@@ -13,7 +13,14 @@ Priority (the first method that finds something wins):
   4. the last inline/display math: ``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``
   5. the last number in the text that is not part of a word (turned off by ``strict=True``)
 For 4 and 5, which take what the text happens to end with, a sentence that withdraws or does not commit
-to the value ("it is not 5", "we need to prove that ... 10", "I could not finish") gives no answer.
+to the value ("it is not 5", "we need to prove that ... 10", "I could not finish") gives no answer, and so does
+a response cut off by the length limit (``truncated``): it never committed to its last number.
+
+Hedges: every answer container counts. Several ``<answer>`` tags are all candidates; after the final container
+(tag or box), another box-like macro, a later "final answer" line, and a value offered as an alternative ("or
+perhaps 6", "(or 6)", "it could also be 7") are candidates too, so that the caller sees several different
+answers. A value that the next words reject ("Answer: 9. No wait, that's wrong.") gives no answer.
+Chat-template tokens (``<|im_end|>``, ``</s>``) are removed first.
 """
 
 from __future__ import annotations
@@ -21,14 +28,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-BOX_COMMANDS = ("\\boxed", "\\fbox")
+BOX_COMMANDS = ("\\boxed", "\\fbox", "\\framebox")
 
 
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None  # the answer text (None: nothing found)
-    method: str  # "answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted"
-    candidates: tuple[str, ...] = ()  # every boxed value offered as final (to detect hedging), else (answer,)
+    method: str  # "answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted", "retracted",
+    # "truncated"
+    candidates: tuple[str, ...] = ()  # every value offered as final (to detect hedging), else (answer,)
 
 
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
@@ -293,29 +301,103 @@ def _last_number(response: str) -> re.Match | None:
         window *= 8
 
 
-def extract(response: str, *, strict: bool = False) -> Extraction:
-    low = _lowercase_same_length(response)
-    close = low.rfind("</answer>")
-    start = low.rfind("<answer>", 0, close) if close >= 0 else -1
-    if start >= 0:
+# chat-template and end-of-sequence tokens a model may emit after its answer
+_TEMPLATE_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|</?s>|<(?:eos|eot|bos|end_of_turn|start_of_turn|pad)>", re.I)
+# the words right after a value that reject it: "9. No wait, that's wrong", "9 is what I first thought, but no"
+_RETRACTED = re.compile(
+    r"^[\s.,;:!?)\]}*$]*(?:(?:no|nope|wait|hmm|oops|actually|but|however|scratch\s+that|never\s*mind)\b[\s,.!]*"
+    r"(?:(?:wait|no|that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|this\s+is|that|it|is|i\s+was)\b[\s,]*)*"
+    r"(?:wrong|incorrect|not\s+(?:right|correct|it)|a\s+mistake|mistaken|no\b|$|[.!?])"
+    r"|(?:is|was)\s+(?:what\s+i\s+)?(?:first\s+)?(?:thought|guessed|assumed)[^.\n]{0,40}?\b(?:but|however)\b"
+    r"|(?:is|was)\s+(?:wrong|incorrect|a\s+mistake|not\s+(?:right|correct))\b)",
+    re.I,
+)
+# a value offered as an alternative after the final answer: "or perhaps 6", "(or 6)", "it could also be 7"
+_VALUE = r"(\$[^$]{1,200}\$|\\\(.{1,200}?\\\)|\\(?:boxed|fbox|framebox)\s*\{[^{}]{1,200}\}|-?\d+(?:[.,/:]\d+)*%?)"
+_NEAR_ALTERNATIVE = re.compile(  # right after the container, in the same sentence
+    r"^[^\n.]{0,40}?\bor\b(?:\s+(?:perhaps|maybe|possibly|rather|else|alternatively|possibly))?[\s,:]*"
+    r"(?:(?:it\s+(?:is|could\s+be|might\s+be)|the\s+answer\s+(?:is|could\s+be|might\s+be)|even|just)\s+)?" + _VALUE,
+    re.I,
+)
+_FAR_ALTERNATIVE = re.compile(  # anywhere after it
+    r"\b(?:alternatively|alternately|or\s+(?:perhaps|maybe|possibly)|perhaps|maybe|possibly|another\s+(?:possible\s+)?"
+    r"(?:answer|value|solution)\s+(?:is|would\s+be|could\s+be)|(?:could|might|may)\s+(?:also|instead|well)\s+be|"
+    r"(?:could|might)\s+be)\b[\s,:]*(?:(?:it(?:'s|\s+is|\s+could\s+be|\s+might\s+be)|the\s+answer\s+(?:is|could\s+be|"
+    r"might\s+be|would\s+be)|be|is)\s+)?" + _VALUE,
+    re.I,
+)
+TAIL_CHARS = 3000  # how far after the final container hedges are looked for
+
+
+def _tail_candidates(response: str, low: str, end: int) -> list[str] | None:
+    """Values offered after the final answer container, which ends at ``end``: later boxes, a later final-answer
+    line, alternatives. None when the words right after the container reject its value."""
+    tail = response[end : end + TAIL_CHARS]
+    if _RETRACTED.match(tail):
+        return None
+    out = [b.strip() for _, b in boxed_spans(tail)]
+    marker = _last_marker_end(low[end : end + TAIL_CHARS])
+    if marker >= 0:
+        value = _clean_marker_text(tail[marker:])
+        if value and len(value) <= 200:
+            out.append(value)
+    for m in (_NEAR_ALTERNATIVE.match(tail), *_FAR_ALTERNATIVE.finditer(tail)):
+        if m is not None:
+            value = m.group(1)
+            boxed = boxed_all(value)
+            out.append((boxed[-1] if boxed else value.strip("$")).strip())
+    return out
+
+
+def _tag_answers(response: str, low: str) -> tuple[list[str], int]:
+    """The answers of every <answer>...</answer> (the boxes inside one, else its math or its text), the final
+    one last, and where the last tag ends."""
+    out: list[str] = []
+    pos, end = 0, -1
+    while True:
+        start = low.find("<answer>", pos)
+        close = low.find("</answer>", start) if start >= 0 else -1
+        if close < 0:
+            return out, end
         inner = response[start + len("<answer>") : close]
         boxes = boxed_all(inner)
+        m = last_math(inner) if not boxes else None
         if boxes:
-            return Extraction(boxes[-1].strip(), "answer_tag", tuple(b.strip() for b in boxes))
-        m = last_math(inner)
-        ans = (m if m is not None else inner).strip()
-        return Extraction(ans, "answer_tag", (ans,))
+            out.extend(b.strip() for b in boxes)
+        else:
+            out.append((m if m is not None else inner).strip())
+        pos = end = close + len("</answer>")
+
+
+def extract(response: str, *, strict: bool = False, truncated: bool = False) -> Extraction:
+    if "<" in response:
+        response = _TEMPLATE_TOKEN.sub(" ", response)
+    low = _lowercase_same_length(response)
+    tags, tags_end = _tag_answers(response, low) if "<answer>" in low else ([], -1)
+    if tags:
+        tail = _tail_candidates(response, low, tags_end)
+        if tail is None:
+            return Extraction(None, "retracted", ())
+        return Extraction(tags[-1], "answer_tag", (*tags, *tail))
     spans = boxed_spans(response)
     if spans:
         final = _final_candidates(low, spans)
-        return Extraction(final[-1][1].strip(), "boxed", tuple(b.strip() for _, b in final))
+        last_end = _box_end(response, spans[-1])
+        tail = _tail_candidates(response, low, last_end)
+        if tail is None:
+            return Extraction(None, "retracted", ())
+        return Extraction(final[-1][1].strip(), "boxed", (*(b.strip() for _, b in final), *tail))
     end = _last_marker_end(low)
     if end >= 0 and _GOAL.search(_sentence(low, end, end)):
         return Extraction(None, "uncommitted", ())
     if end >= 0:
         ans = _clean_marker_text(response[end : end + 2000])
+        if ans and (_RETRACTED.match(_after_value(response, end, ans)) or _retracts_itself(ans)):
+            return Extraction(None, "retracted", ())
         if ans:
             return Extraction(ans, "marker", (ans,))
+    if truncated:  # cut off by the length limit: what the text happens to end with is no committed answer
+        return Extraction(None, "truncated", ())
     m = last_math(response)
     if m:
         at = response.rfind(m)
@@ -336,3 +418,34 @@ def extract(response: str, *, strict: bool = False) -> Extraction:
                 answer = response[chain.start() : num.end()].strip()
             return Extraction(answer, "last_number", (answer,))
     return Extraction(None, "none", ())
+
+
+_LEADING_VALUE = re.compile(r"\s*(?:\$[^$]{1,200}\$|-?\d+(?:[.,/]\d+)*%?)")
+
+
+def _retracts_itself(answer: str) -> bool:
+    """A marker's answer that is a value followed by words rejecting it ("9 is what I first thought, but no")."""
+    m = _LEADING_VALUE.match(answer)
+    return bool(m and m.end() < len(answer) and _RETRACTED.match(answer[m.end():]))
+
+
+def _box_end(response: str, span: tuple[int, str]) -> int:
+    """Where the box at ``span`` (position, content) ends."""
+    at, content = span
+    i = response.find(content, at)
+    if i < 0:
+        return at
+    end = i + len(content)
+    return end + 1 if response.startswith("}", end) else end
+
+
+def _after_value(response: str, marker_end: int, answer: str) -> str:
+    """The text after the answer a marker introduced (from the end of the answer's first occurrence)."""
+    window = response[marker_end : marker_end + 2000]
+    i = window.find(answer)
+    if i < 0:
+        i = window.find(answer.split()[0]) if answer.split() else -1
+        if i < 0:
+            return ""
+        return window[i + len(answer.split()[0]) :]
+    return window[i + len(answer) :]
