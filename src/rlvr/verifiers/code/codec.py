@@ -25,6 +25,8 @@ Format: one tag byte per value, sizes as LEB128 varints.
       decimals, dates and times, deques, ranges, Counters and OrderedDicts arrive as the receiver's own
       objects of those types, rebuilt from plain fields, never as objects the sender controls
     r ref (id, type name)  m module (id, module name): objects that stay on the sender's side
+    y yours (id, type name): an object of the RECEIVER's side, by the receiver's own number, handed back
+    (``ref(obj)`` returns a number for "r", or a (tag, number) pair)
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Unencodable(TypeError):
     """A value that cannot travel (an object with no reference number, a list that contains itself)."""
 
 
-_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmIDx"}
+_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmyIDx"}
 _PACKED = {ord("I"): "q", ord("D"): "d"}
 _PACK_FROM = 8  # lists at least this long are sent packed when they can be
 _CONTAINERS = {ord("l"), ord("t"), ord("S"), ord("z"), ord("d"), ord("x")}
@@ -182,7 +184,7 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             if id(x) in on_path:
                 if ref is None:
                     raise Unencodable("a value that contains itself cannot be sent")
-                _reference(out, "r", ref(x), t.__name__)
+                _reference(out, *_numbered(ref, x), t.__name__)
                 continue
             out.append(_TAGS["x"])
             _varint(out, 2)
@@ -219,7 +221,7 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             if id(x) in on_path:  # a value that contains itself
                 if ref is None:
                     raise Unencodable("a value that contains itself cannot be sent")
-                _reference(out, "r", ref(x), t.__name__)
+                _reference(out, *_numbered(ref, x), t.__name__)
                 continue
             if t is tuple:
                 tuple_depth += 1
@@ -231,11 +233,11 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             on_path.add(id(x))
             stack.append((iter(members), x, t is tuple))
         elif modules and t is types.ModuleType and isinstance(getattr(x, "__name__", None), str):
-            _reference(out, "m", ref(x), x.__name__)
+            _reference(out, "m", _numbered(ref, x)[1], x.__name__)
         elif ref is None:
             raise Unencodable(f"a {t.__name__} cannot be sent")
         else:
-            _reference(out, "r", ref(x), t.__name__)
+            _reference(out, *_numbered(ref, x), t.__name__)
     if len(out) > max_size:
         raise TooLarge(f"the value is larger than {max_size} bytes")
     return bytes(out)
@@ -259,6 +261,13 @@ def _pack(out: bytearray, x: list) -> bool:
     _varint(out, len(packed))
     out += packed.tobytes()
     return True
+
+
+def _numbered(ref, x: object) -> tuple[str, int]:
+    number = ref(x)
+    if type(number) is tuple and len(number) == 2 and number[0] in ("r", "y"):
+        return number
+    return ("r", number)
 
 
 def _reference(out: bytearray, tag: str, number: int, name: str) -> None:
@@ -402,7 +411,7 @@ def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, de
             except UnicodeDecodeError as exc:
                 raise CodecError(f"bad text: {exc.reason}") from None
             cost += 64 + n
-        elif tag == _TAGS["r"] or tag == _TAGS["m"]:
+        elif tag == _TAGS["r"] or tag == _TAGS["m"] or tag == _TAGS["y"]:
             number, pos = _read_varint(view, pos)
             n, pos = _read_varint(view, pos)
             if n > MAX_NAME:

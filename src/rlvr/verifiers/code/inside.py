@@ -21,6 +21,12 @@ Messages are frames (a 4-byte big-endian length, then the body); a body is a tup
     here -> checker:  ("hello", {name: value}) or ("load_error", type, program type, message) first; then
                       one reply per request: ("ok", value), ("error", type, program type, message),
                       ("stop",) (only to "next"), or ("too_large", why) when the value cannot be carried.
+    callbacks:        an object the test passed (a lambda, a key function, an instance of the test's class)
+                      stays in the checker's judge and arrives here as a ``Callback``; using it sends
+                      ("cb", op, its number, *arguments) and waits for the judge's reply, answering the
+                      judge's own requests meanwhile (the callback may call the program again).
+References: the checker's objects arrive tagged "r" (a ``Callback``), the program's own objects handed back
+are tagged "y" (its number here), modules "m" (imported here by name).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ codec = _load_codec()
 def send(fd: int, message: tuple) -> None:
     """Write one frame; a reply too large to carry becomes ("too_large", why)."""
     try:
-        body = codec.encode(message, _OBJECTS.ref, modules=True, max_size=codec.MAX_FRAME - 1024)
+        body = codec.encode(message, _OBJECTS.number, modules=True, max_size=codec.MAX_FRAME - 1024)
     except codec.TooLarge as exc:
         body = codec.encode(("too_large", str(exc)))
     except Exception as exc:  # noqa: BLE001 - e.g. a list subclass whose __iter__ raises
@@ -109,6 +115,7 @@ class _Objects:
     def __init__(self):
         self.by_id: dict[int, object] = {}
         self.ids: dict[int, int] = {}
+        self.callbacks: dict[int, Callback] = {}  # the checker's objects, one proxy each (so ``is`` holds)
 
     def ref(self, obj: object) -> int:
         key = id(obj)
@@ -119,12 +126,97 @@ class _Objects:
         return self.ids[key]
 
     def deref(self, tag: str, number: int, name: str) -> object:
-        if tag != "r":
-            raise codec.CodecError(f"unexpected reference tag {tag!r}")
-        return self.by_id[number]
+        if tag == "y":
+            return self.by_id[number]
+        if tag == "m":
+            import importlib
+
+            return importlib.import_module(name)
+        if tag == "r":
+            if number not in self.callbacks:
+                self.callbacks[number] = Callback(number, name)
+            return self.callbacks[number]
+        raise codec.CodecError(f"unexpected reference tag {tag!r}")
+
+    def number(self, obj: object):
+        """What ``codec.encode`` sends for ``obj``: a Callback goes back as the checker's own object."""
+        if type(obj) is Callback:
+            return ("y", obj._number)
+        return self.ref(obj)
 
 
 _OBJECTS = _Objects()
+_CHANNEL: list[int] = []  # the fds of the channel to the checker, once serving
+
+
+class Callback:
+    """An object of the test's that stays in the checker; every use asks the checker (see the docstring)."""
+
+    __slots__ = ("_number", "_type")
+
+    def __init__(self, number: int, type_name: str):
+        self._number, self._type = number, type_name
+
+    def _ask(self, op: str, *args: object) -> object:
+        return _ask(op, self._number, *args)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args, kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", name)
+
+    def __getitem__(self, key):
+        return self._ask("getitem", key)
+
+    def __iter__(self):
+        iterator = self._ask("iter")
+        return iterator if type(iterator) is Callback else iter(iterator)
+
+    def __next__(self):
+        return self._ask("next")
+
+    def __len__(self):
+        return self._ask("len")
+
+    def __bool__(self):
+        return self._ask("bool") is True
+
+    def __repr__(self):
+        text = self._ask("repr")
+        return text if type(text) is str else f"<{self._type} of the test>"
+
+    def __str__(self):
+        text = self._ask("str")
+        return text if type(text) is str else repr(self)
+
+
+def _ask(op: str, number: int, *args: object) -> object:
+    """Send a callback and wait for its answer, answering the checker's requests that come first."""
+    import builtins
+
+    rfd, wfd = _CHANNEL
+    send(wfd, ("cb", op, number, *args))
+    while True:
+        message = _decode(recv(rfd))
+        kind = message[0] if type(message) is tuple and message else None
+        if kind == "ok":
+            return message[1]
+        if kind == "stop":
+            raise StopIteration
+        if kind == "too_large":
+            raise ValueError(f"the test's value cannot be carried: {message[1]}")
+        if kind == "error":
+            cls = getattr(builtins, message[1], None)
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                try:
+                    raise cls(message[3])
+                except TypeError:
+                    pass
+            raise RuntimeError(f"{message[2]}: {message[3]}")
+        send(wfd, _reply(message))
 
 
 def _answer(request: tuple) -> tuple:
@@ -153,9 +245,39 @@ def _answer(request: tuple) -> tuple:
     raise ValueError(f"unknown request {op!r}")
 
 
+_CODEC_ERRORS = ("too_large_request", "error_request")
+
+
+def _decode(frame: bytes) -> tuple:
+    """A request from the checker; what could not be decoded becomes the reply to send instead."""
+    try:
+        return codec.decode(frame, _OBJECTS.deref, max_cost=1 << 62, imports=True)
+    except MemoryError:
+        return ("too_large_request", "the sandbox could not hold the value the test sent")
+    except codec.TooLarge as exc:
+        return ("too_large_request", str(exc))
+    except Exception as exc:  # noqa: BLE001
+        return ("error_request", *_describe(exc))
+
+
+def _reply(request: tuple) -> tuple:
+    """The reply to a decoded request (or the error its decoding gave)."""
+    if request[0] == "too_large_request":
+        return ("too_large", request[1])
+    if request[0] == "error_request":
+        return ("error", *request[1:])
+    try:
+        return _answer(request)
+    except BaseException as exc:  # noqa: BLE001 - the program's exception is the answer
+        if isinstance(exc, SystemExit):
+            raise
+        return ("error", *_describe(exc))
+
+
 def _serve(program: str, rfd: int, wfd: int) -> None:
     import builtins
 
+    _CHANNEL[:] = [rfd, wfd]
     namespace: dict = {"__name__": "solution", "__builtins__": builtins}
     try:
         exec(compile(program, "solution.py", "exec"), namespace)
@@ -167,7 +289,7 @@ def _serve(program: str, rfd: int, wfd: int) -> None:
         if key.startswith("__") or key in dir(builtins):
             continue
         try:  # a name whose value is too large to carry (a big table the tests do not use) is left out
-            codec.encode(value, _OBJECTS.ref, modules=True, max_size=codec.MAX_FRAME // 4)
+            codec.encode(value, _OBJECTS.number, modules=True, max_size=codec.MAX_FRAME // 4)
         except Exception:  # noqa: BLE001
             continue
         shown[key] = value
@@ -178,24 +300,7 @@ def _serve(program: str, rfd: int, wfd: int) -> None:
             frame = recv(rfd)
         except EOFError:
             return
-        try:
-            request = codec.decode(frame, _OBJECTS.deref, max_cost=1 << 62, imports=True)
-        except MemoryError:
-            send(wfd, ("too_large", "the sandbox could not hold the value the test sent"))
-            continue
-        except codec.TooLarge as exc:
-            send(wfd, ("too_large", str(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001
-            send(wfd, ("error", *_describe(exc)))
-            continue
-        try:
-            reply = _answer(request)
-        except BaseException as exc:  # noqa: BLE001 - the program's exception is the answer
-            if isinstance(exc, SystemExit):
-                raise
-            reply = ("error", *_describe(exc))
-        send(wfd, reply)
+        send(wfd, _reply(_decode(frame)))
 
 
 def _describe(exc: BaseException) -> tuple[str, str, str]:

@@ -1,0 +1,577 @@
+"""The judge: the process where assert tests are executed, apart from the checker that asked for the verdict.
+
+The checker (``harness.run_assert_tests``) starts one judge per task (``python -I -B judge.py``), hands it the
+tests and the channel to the sandboxed program, and reads back one line of JSON per test. Everything a test does
+with a value the program returned (compare it, hash it, sum it, sort it, print it) happens here, in a process
+with an address-space limit of its own (``memory_bytes`` on top of its size at start) that the checker kills
+when a test runs past ``timeout_s``. So a compact value whose comparison expands it (``range(10**18)``, a
+decimal with a huge exponent, keys that share one hash, a deep nest, a huge integer) can cost at most one test's
+time and this process's memory: the checker's own time and memory are never at stake, and the verdict for that
+test is "timeout" or "failed", never credit.
+
+Inside the judge (see ``Session`` and ``Remote``):
+  - every name the program defines is a ``Remote`` proxy; calling it sends the call to the sandbox, and the
+    result comes back as a plain value (exact builtin types, ``codec.py``) or another proxy;
+  - the tests see the libraries they use, never the program's objects under those names (``test_namespace``):
+    a program name that is one of the libraries in ``PRELOADED`` (or the alias ``np``) is the judge's own copy
+    of that library, whatever the program bound to it;
+  - what the test passes to the program travels as Python would pass it: plain values are copied, and any other
+    object (a lambda, a key function, an instance of a class the test defines) stays here and reaches the
+    program as a proxy; when the program uses that proxy, the sandbox asks the judge (a "callback"), which
+    answers with the test's own object, under the test's deadline. The program may call such an object, and
+    read attributes (not dunder names) of objects whose class the tests define: nothing else of the judge is
+    reachable through it.
+The judge imports the standard library and ``codec.py`` and ``channel.py`` from its own folder, nothing else,
+so it starts in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass
+from typing import Any
+
+
+def _sibling(name: str):
+    """A module of this folder, loaded by its path (run as a script, the package is not imported: it would
+    bring every verifier with it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"rlvr_judge_{name}",
+                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                               f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if __package__:
+    from rlvr.verifiers.code import channel as _channel
+    from rlvr.verifiers.code import codec
+else:  # pragma: no cover - the judge process
+    codec = _sibling("codec")
+    _channel = _sibling("channel")
+Channel, ChannelClosed = _channel.Channel, _channel.ChannelClosed
+ChannelTimeout, ChannelViolation = _channel.ChannelTimeout, _channel.ChannelViolation
+
+# Libraries a program's reference resolves to (``import math`` at its top gives the tests the judge's own
+# ``math``), and the names under which the tests always see the library itself, whatever the program bound to
+# them. A module outside this list is never imported because the sandbox names it.
+PRELOADED = ("math", "cmath", "re", "string", "collections", "itertools", "functools", "heapq", "bisect",
+             "random", "statistics", "fractions", "decimal", "operator", "copy", "datetime", "json", "hashlib",
+             "typing", "numpy")
+LIBRARY_NAMES = {**{name: name for name in PRELOADED}, "np": "numpy"}
+TESTS_MODULE = "rlvr_tests"  # the tests' ``__name__``: classes they define carry it as ``__module__``
+
+
+def library(name: str) -> types.ModuleType | None:
+    """The judge's own copy of module ``name``: imported here if it is in PRELOADED, else only if the judge
+    already has it; None otherwise."""
+    module = sys.modules.get(name)
+    if module is None and name in PRELOADED:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            return None
+    return module if isinstance(module, types.ModuleType) else None
+
+
+@dataclass
+class TestResult:
+    status: str  # passed / failed / timeout / error
+    reason: str = ""
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        out = {"status": self.status}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.message:
+            out["message"] = self.message[:500]
+        return out
+
+
+# The harness's own signals derive from BaseException, so a test's ``except Exception`` cannot swallow them.
+
+
+class ProgramExited(BaseException):
+    """The sandboxed process ended (exit, crash, kill) while a test needed it."""
+
+
+class ProtocolViolation(ProgramExited):
+    """The sandbox sent something the honest harness never sends: the program tampered with the channel."""
+
+
+class TestTimeout(BaseException):
+    pass
+
+
+class HarnessError(BaseException):
+    """The harness could not judge a test (e.g. it passes something the sandbox cannot receive)."""
+
+    reason = "harness"
+
+
+class ValueTooLarge(HarnessError):
+    """A value too large (or too deep, or too costly to rebuild) to carry across the channel."""
+
+    reason = "value_too_large"
+
+
+class RemoteError(Exception):
+    """An exception the program raised that has no builtin counterpart (its type name is in the message)."""
+
+
+class UnsharedModule:
+    """Stands for a module of the program's that the judge does not share with the tests (see PRELOADED)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise AttributeError(f"module {self.name!r} of the program is not shared with the tests; "
+                             "import it in the test")
+
+    def __repr__(self) -> str:
+        return f"<module {self.name!r} of the program, not shared with the tests>"
+
+
+# --------------------------------------------------------------------------------------------- session
+
+# the replies valid for each request, and how many fields each has (a "stop" answers only "next")
+_REPLY_FIELDS = {"ok": 2, "error": 4, "too_large": 2}
+# what the program may ask of an object the test passed it, and how many arguments each op takes
+_CALLBACK_ARGS = {"call": 2, "getattr": 1, "getitem": 1, "iter": 0, "next": 0, "len": 0, "bool": 0, "repr": 0,
+                  "str": 0}
+MAX_CALLBACK_TEXT = 10_000
+
+
+def _shares_attributes(obj: Any) -> bool:
+    """Objects whose attributes the program may read: instances of classes the tests define, and those
+    classes. Functions, frames, generators, modules and the judge's other objects are never walked."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return getattr(cls, "__module__", None) == TESTS_MODULE
+
+
+def describe(exc: BaseException) -> tuple[str, str, str]:
+    name = type(exc).__name__
+    builtin = isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException)
+    try:
+        message = str(exc)[:2000]
+    except Exception:  # noqa: BLE001
+        message = "<unprintable>"
+    return (name if builtin else "Exception", name, message)
+
+
+class Session:
+    """The channel to one ``inside.py serve`` process, with the current test's deadline. ``sandbox.kill(proc)``
+    is called when the sandbox must be ended (a timeout, a violation)."""
+
+    def __init__(self, channel: Channel, sandbox: Any, proc: Any, timeout_s: float):
+        self.sandbox, self.proc, self.channel = sandbox, proc, channel
+        self.deadline = time.monotonic() + timeout_s
+        self.dead = False
+        self.requests = 0
+
+    # the test's objects the program holds proxies for, by number (made on first use)
+    _objects: dict | None = None
+    _numbers: dict | None = None
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _end(self, error: BaseException) -> BaseException:
+        """Kill the sandbox: after a timeout or a violation, its state is unknown."""
+        self.dead = True
+        self.sandbox.kill(self.proc)
+        return error
+
+    def receive(self) -> tuple:
+        if self.dead:
+            raise ProgramExited
+        try:
+            frame = self.channel.receive(self.deadline)
+        except ChannelTimeout:
+            raise self._end(TestTimeout()) from None
+        except ChannelClosed:
+            raise self._end(ProgramExited()) from None
+        except ChannelViolation as exc:
+            raise self._end(ProtocolViolation(str(exc))) from None
+        try:
+            message = codec.decode(frame, self._deref, deadline=self.deadline, clock=time.monotonic)
+        except codec.TooSlow:
+            raise self._end(TestTimeout()) from None
+        except codec.TooLarge as exc:  # well-formed, but beyond what the judge rebuilds
+            raise ValueTooLarge(f"the program's value cannot be carried: {exc}") from None
+        except codec.CodecError as exc:
+            raise self._end(ProtocolViolation(f"malformed reply: {exc}")) from None
+        if type(message) is not tuple or not message or type(message[0]) is not str:
+            raise self._end(ProtocolViolation("a reply that is not a message"))
+        return message
+
+    def _send(self, message: tuple) -> None:
+        try:
+            body = codec.encode(message, self._ref, modules=True)
+        except codec.TooLarge as exc:
+            raise ValueTooLarge(f"the test's value cannot be carried to the program: {exc}") from None
+        except codec.Unencodable as exc:
+            raise HarnessError(str(exc)) from None
+        try:
+            self.channel.send(body, self.deadline)
+        except ChannelTimeout:
+            raise self._end(TestTimeout()) from None
+        except ChannelClosed:
+            raise self._end(ProgramExited()) from None
+
+    def request(self, op: str, target: int, *args: Any) -> Any:
+        if self.dead:
+            raise ProgramExited
+        self.requests += 1
+        self._send((op, target, *args))
+        while True:
+            reply = self.receive()
+            kind = reply[0]
+            if kind == "cb":  # the program uses an object the test passed it; its answer comes after
+                self._answer_callback(reply)
+                continue
+            if kind == "stop" and op == "next" and len(reply) == 1:
+                raise StopIteration
+            if _REPLY_FIELDS.get(kind) != len(reply):
+                raise self._end(ProtocolViolation(f"reply {kind!r} to a {op!r} request"))
+            if kind == "ok":
+                return reply[1]
+            if not all(type(x) is str for x in reply[1:]):  # texts only: nothing here may call into the sandbox
+                raise self._end(ProtocolViolation(f"a {kind!r} reply that is not text"))
+            if kind == "too_large":
+                raise ValueTooLarge(f"the program's value cannot be carried: {reply[1][:200]}")
+            raise _exception(*reply[1:])
+
+    def _answer_callback(self, message: tuple) -> None:
+        """Answer ("cb", op, number, *args): the program uses one of the test's objects."""
+        if len(message) < 3:
+            raise self._end(ProtocolViolation("a callback without a target"))
+        op, number, args = message[1], message[2], message[3:]
+        objects = self._objects or {}
+        if type(op) is not str or _CALLBACK_ARGS.get(op) != len(args) or type(number) is not int \
+                or number not in objects:
+            raise self._end(ProtocolViolation(f"a malformed callback {str(op)[:40]!r}"))
+        target = objects[number]
+        try:
+            if op == "call":
+                positional, named = args
+                if type(positional) is not tuple or type(named) is not dict \
+                        or not all(type(k) is str for k in named):
+                    raise self._end(ProtocolViolation("a malformed call"))
+                reply: tuple = ("ok", target(*positional, **named))
+            elif op == "getattr":
+                name = args[0]
+                if type(name) is not str or name.startswith("__") or not _shares_attributes(target):
+                    raise AttributeError(f"{type(target).__name__!r} object has no attribute {str(name)[:80]!r} "
+                                         "visible to the program")
+                reply = ("ok", getattr(target, name))
+            elif op == "getitem":
+                reply = ("ok", target[args[0]])
+            elif op == "iter":
+                reply = ("ok", iter(target))
+            elif op == "next":
+                try:
+                    reply = ("ok", next(target))
+                except StopIteration:
+                    reply = ("stop",)
+            elif op == "len":
+                reply = ("ok", len(target))
+            elif op == "bool":
+                reply = ("ok", bool(target))
+            elif op == "repr":
+                reply = ("ok", repr(target)[:MAX_CALLBACK_TEXT])
+            else:
+                reply = ("ok", str(target)[:MAX_CALLBACK_TEXT])
+        except Exception as exc:  # noqa: BLE001 - the test's exception is the program's to handle
+            reply = ("error", *describe(exc))
+        try:
+            self._send(reply)
+        except ValueTooLarge as exc:
+            self._send(("too_large", str(exc)))
+
+    # values ------------------------------------------------------------------------------------------
+
+    def _deref(self, tag: str, number: int, name: str) -> Any:
+        if tag == "r":
+            return Remote(self, number, name)
+        if tag == "y":  # one of the test's own objects, handed back
+            objects = self._objects or {}
+            if number not in objects:
+                raise codec.CodecError(f"no object {number} was given to the program")
+            return objects[number]
+        module = library(name)  # never imported on the sandbox's word beyond PRELOADED
+        return module if module is not None else UnsharedModule(name)
+
+    def _ref(self, obj: Any) -> tuple[str, int]:
+        if isinstance(obj, Remote):
+            if obj._session is not self:
+                raise codec.Unencodable("a proxy of another program cannot be passed to this one")
+            return ("y", obj._id)
+        if self._objects is None:
+            self._objects, self._numbers = {}, {}
+        key = id(obj)
+        if key not in self._numbers:
+            number = len(self._objects) + 1
+            self._objects[number] = obj  # kept alive, so its id stays its own
+            self._numbers[key] = number
+        return ("r", self._numbers[key])
+
+
+def _exception(name: str, program_type: str, message: str) -> BaseException:
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (StopIteration, StopAsyncIteration):
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs more arguments
+            pass
+    return RemoteError(f"{program_type}: {message}")
+
+
+class Remote:
+    """A proxy for an object that lives in the sandbox. Every operation is a request; results come back
+    as plain values or further proxies. Two proxies are equal only if they are the same remote object."""
+
+    __slots__ = ("_session", "_id", "_type")
+
+    def __init__(self, session: Session, ref_id: int, type_name: str):
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_id", ref_id)
+        object.__setattr__(self, "_type", type_name)
+
+    def _req(self, op: str, *args: Any) -> Any:
+        return self._session.request(op, self._id, *args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._req("call", args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._req("getattr", name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._req("getitem", key)
+
+    def __iter__(self):
+        iterator = self._req("iter")
+        if not isinstance(iterator, Remote):
+            yield from iterator
+            return
+        while True:
+            try:
+                yield iterator._req("next")
+            except StopIteration:
+                return
+
+    def __len__(self) -> int:
+        n = self._req("len")
+        if type(n) is not int:
+            raise TypeError("len() of a remote object did not return an int")
+        return n
+
+    def __contains__(self, item: Any) -> bool:
+        # decided here on the values the object yields: a __contains__ that always says yes is never asked
+        return any(value is item or value == item for value in self)
+
+    def __bool__(self) -> bool:
+        return self._req("bool") is True
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Remote) and other._session is self._session and other._id == self._id
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((id(self._session), self._id))
+
+    def __repr__(self) -> str:
+        try:
+            text = self._req("repr")
+        except Exception:  # noqa: BLE001 - the program's own error; the harness's signals pass
+            text = None
+        return text if type(text) is str else f"<{self._type} in the sandbox>"
+
+    def __str__(self) -> str:
+        text = self._req("str")
+        return text if type(text) is str else repr(self)
+
+
+def hello(session: Session) -> tuple:
+    """The first message: ("hello", names) or ("load_error", type, program type, message)."""
+    message = session.receive()
+    texts = all(type(x) is str for x in message[1:])
+    if (message[0] == "hello" and len(message) == 2 and type(message[1]) is dict) or (
+        message[0] == "load_error" and len(message) == 4 and texts
+    ) or (message[0] == "too_large" and len(message) == 2 and texts):
+        return message
+    raise session._end(ProtocolViolation(f"{message[0]!r} as the first message"))
+
+
+def test_namespace(names: dict) -> dict:
+    """The namespace the tests run in: the program's names as proxies, except names of builtins and dunders
+    (a program's ``len`` never replaces the tests'), modules the tests are not given, and the names of the
+    libraries in LIBRARY_NAMES, which are always the judge's own library (a program that binds ``math`` or
+    ``np`` to an object of its own cannot answer for ``math.isclose`` in a test)."""
+    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": TESTS_MODULE}
+    for key, value in names.items():
+        if type(key) is not str or key.startswith("__") or hasattr(builtins, key) or isinstance(value, UnsharedModule):
+            continue
+        if key in LIBRARY_NAMES:
+            module = library(LIBRARY_NAMES[key])
+            if module is not None:
+                namespace[key] = module
+            continue
+        namespace[key] = value
+    return namespace
+
+
+def one_test(test: str, index: int, namespace: dict, session: Session) -> TestResult:
+    try:
+        code = compile(test, f"<test {index}>", "exec")
+    except SyntaxError as exc:
+        return TestResult("error", "test_syntax_error", str(exc))
+    try:
+        exec(code, namespace)
+    except TestTimeout:
+        return TestResult("timeout", "timeout")
+    except ProtocolViolation as exc:
+        return TestResult("failed", "protocol_violation", str(exc))
+    except ProgramExited as exc:
+        return TestResult("failed", "program_exited", str(exc))
+    except HarnessError as exc:
+        return TestResult("error", exc.reason, str(exc))
+    except AssertionError as exc:
+        return TestResult("failed", "assertion", str(exc))
+    except RecursionError as exc:
+        return TestResult("failed", "exception", f"RecursionError: {exc}")
+    except MemoryError:
+        return TestResult("failed", "judge_memory", "the test's values took more memory than the judge may use")
+    except Exception as exc:  # noqa: BLE001 - the program's exception, or the test's own on its values
+        return TestResult("failed", "exception", f"{type(exc).__name__}: {exc}")
+    return TestResult("passed")
+
+
+# ------------------------------------------------------------------------------------------- the process
+
+
+class _Reporter:
+    """The judge's stdout towards the checker: one JSON object per line."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, **fields: Any) -> None:
+        data = memoryview((json.dumps(fields) + "\n").encode())
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def kill(self, proc: Any) -> None:  # Session's sandbox: the checker kills the program at once
+        self.write(kill=True)
+
+
+def _limit_memory(extra_bytes: int) -> None:
+    import resource
+
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = size + int(extra_bytes)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def judge(job: dict, reporter: _Reporter) -> None:
+    """Run ``job``'s tests against the program on ``job["fds"]`` (channel read, channel write, the program's
+    stdout and stderr), reporting each result."""
+    timeout_s = float(job["timeout_s"])
+    read_fd, write_fd, *outputs = job["fds"]
+    channel = Channel(read_fd, write_fd, outputs, int(job["output_bytes"]), max_frame=codec.MAX_FRAME)
+    session = Session(channel, reporter, None, timeout_s)
+    tests = job["tests"]
+
+    def all_tests(result: TestResult, load: str) -> None:
+        reporter.write(load=load, results=[result.as_dict()] * len(tests), stderr=_tail(channel, outputs))
+
+    try:
+        first = hello(session)
+    except TestTimeout:
+        return all_tests(TestResult("timeout", "program_load_timeout"), "timeout")
+    except ProtocolViolation as exc:
+        return all_tests(TestResult("failed", "protocol_violation", str(exc)), "malformed")
+    except ProgramExited:
+        return all_tests(TestResult("failed", "program_exited_on_load"), "exited")
+    except ValueTooLarge as exc:
+        return all_tests(TestResult("error", exc.reason, str(exc)), "too_large")
+    if first[0] == "load_error":
+        message = f"{first[2]}: {first[3]}"
+        return all_tests(TestResult("failed", "program_raised_on_load", message), message)
+    if first[0] == "too_large":
+        message = f"the program's names cannot be carried: {str(first[1])[:200]}"
+        return all_tests(TestResult("error", ValueTooLarge.reason, message), "too_large")
+    reporter.write(loaded=True)
+    namespace = test_namespace(first[1])
+    stopped: TestResult | None = None
+    for i, test in enumerate(tests):
+        if stopped is not None:
+            reporter.write(result=stopped.as_dict())
+            continue
+        session.deadline = time.monotonic() + timeout_s
+        result = one_test(test, i, namespace, session)
+        reporter.write(result=result.as_dict())
+        if result.status == "timeout":
+            stopped = TestResult("failed", "not_run", f"test {i} timed out")
+        elif result.reason in ("program_exited", "protocol_violation"):
+            stopped = TestResult("failed", result.reason, f"the sandbox ended during test {i}")
+    reporter.write(end=True, requests=session.requests, stderr=_tail(channel, outputs))
+
+
+def _tail(channel: Channel, outputs: list[int]) -> str:
+    if len(outputs) < 2:
+        return ""
+    return channel.captured(outputs[1])[-4000:].decode("latin-1")
+
+
+def _preload() -> None:
+    """The standard-library part of PRELOADED, imported before any test (numpy, slow to import, waits until a
+    program or a test names it): codec.py rebuilds fractions, decimals and dates only with classes imported."""
+    for name in PRELOADED:
+        if name != "numpy":
+            library(name)
+
+
+def main() -> None:
+    _die_with_parent()
+    _preload()
+    job = json.loads(sys.stdin.buffer.read().decode())
+    reporter = _Reporter(sys.stdout.fileno())
+    _limit_memory(job["memory_bytes"])
+    judge(job, reporter)
+
+
+if __name__ == "__main__":
+    main()
