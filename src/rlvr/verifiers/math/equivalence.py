@@ -33,7 +33,7 @@ from rlvr.verifiers.math.exact import (
 )
 from rlvr.verifiers.math.expression import INF, TooComplex, free_symbols
 from rlvr.verifiers.math.numeric import FLOATS, NotNumeric, evaluate, precise
-from rlvr.verifiers.math.units import SIZES
+from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO
 from rlvr.verifiers.math.values import (
     Alternatives,
     AnswerValue,
@@ -345,6 +345,8 @@ def _in_base_unit(q: Quantity) -> tuple[str, Tree]:
     dim, size = SIZES.get(q.unit, (q.unit, Fraction(1)))
     if q.unit == "deg":
         return dim, ("mul", (q.value, ("div", ("const", "pi"), ("num", Fraction(180)))))
+    if q.unit in TEMPERATURE_ZERO:  # kelvins: a scale's zero plus its degrees
+        return dim, ("add", (("mul", (q.value, ("num", size))), ("num", TEMPERATURE_ZERO[q.unit])))
     return dim, ("mul", (q.value, ("num", size)))
 
 

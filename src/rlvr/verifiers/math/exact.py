@@ -149,6 +149,9 @@ def exact_value(a: tuple) -> Fraction:
         return Fraction(math.factorial(int(n)))
     if k == "abs":
         return abs(exact_value(a[1]))
+    if k == "fn" and a[1] in ("floor", "ceil"):
+        x = exact_value(a[2])
+        return Fraction(math.floor(x) if a[1] == "floor" else math.ceil(x))
     raise NotRational
 
 

@@ -19,7 +19,7 @@ _TEXT_CMDS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathb
               "\\operatorname", "\\mathsf", "\\textnormal", "\\boldsymbol", "\\mathbb")
 FUNCTION_NAMES = {
     "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
-    "log", "ln", "exp", "lg",
+    "log", "ln", "exp", "lg", "floor", "ceil",
 }
 _UNICODE = {
     "\u2212": "-", "\u00d7": "\\times ", "\u00b7": "\\cdot ", "\u03c0": "\\pi ", "\u221e": "\\infty ",
@@ -27,7 +27,12 @@ _UNICODE = {
     "\u00a0": " ", "\u2009": " ", "\u202f": " ", "\u2013": "-", "\u2012": "-", "\u2010": "-", "\u2011": "-",
     "\u2014": "-", "\ufe63": "-", "\u2026": "...", "\u22c5": "\\cdot ", "\u2217": "*", "\u2205": "\\emptyset ",
     "\u211d": "\\mathbb{R}", "\u2208": "\\in ", "\u2223": "\\mid ", "\u2044": "/",
+    "\u2248": "\\approx ", "\u2216": "\\setminus ", "\u00a2": " cents", "\u2308": "\\lceil ", "\u2309": "\\rceil ",
+    "\u230a": "\\lfloor ", "\u230b": "\\rfloor ", "\u2103": "^\\circ C", "\u2109": "^\\circ F",
 }
+# circled digits used as item labels ("\u2460 3 \u2461 5"): NFKC would read them as digits, so they become
+# list separators first
+_CIRCLED = re.compile("[\u2460-\u2473\u24ea\u24f5-\u24fe\u2776-\u2793]")
 _SUPERSCRIPTS = {"\u2070": "0", "\u00b9": "1", "\u00b2": "2", "\u00b3": "3", "\u2074": "4", "\u2075": "5",
                  "\u2076": "6", "\u2077": "7", "\u2078": "8", "\u2079": "9", "\u207b": "-", "\u207a": "+"}
 _SUPERSCRIPT_RUN = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
@@ -38,6 +43,8 @@ _UNIT_POWER = re.compile(r"\s*\^\s*\{?\s*([23])\s*\}?")
 def _unicode(s: str) -> str:
     """ASCII spellings of Unicode math: superscript runs become ``^{...}``, then NFKC folds fullwidth and
     compatibility forms, then the table above."""
+    if _CIRCLED.search(s):
+        s = _CIRCLED.sub(", ", s).strip(" ,")
     if _SUPERSCRIPT_RUN.search(s):
         s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + "".join(_SUPERSCRIPTS[c] for c in m.group()) + "}", s)
     s = unicodedata.normalize("NFKC", s)
@@ -148,6 +155,54 @@ def _repeating(m: re.Match) -> str:
     return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
+_CURRENCY = re.compile(r"^\\?\$\s*(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)$")
+_SEPARATOR_IN_NUMBER = re.compile(r"(?<=\d),\s*\\[!,]\s*(?=\d{3}(?!\d))|(?<=\d)\\!\s*,\s*(?=\d{3}(?!\d))")
+_FONT_GROUP = re.compile(r"\{\s*\\(?:rm|bf|it|sf|tt|em|sl|sc|cal|bm|boldmath)(?![a-zA-Z])\s*([^{}]*)\}")
+_FONT_SWITCH = re.compile(r"\\(?:rm|bf|it|sf|tt|em|sl|sc|boldmath)(?![a-zA-Z])\s*")
+_CEILING_FLOOR = {"lceil": "\\ceil(", "rceil": ")", "lfloor": "\\floor(", "rfloor": ")"}
+_TEMPERATURE = re.compile(
+    r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree)\s*(?:\\(?:text|mathrm|rm)\s*\{\s*([CFK])\s*\}|\{?\s*([CFK])\s*\}?)"
+    r"(?![a-zA-Z])"
+)
+_DEGREES_BEFORE_SCALE = re.compile(r"\bdeg(?:rees?|\.)?\s+(?=(?:celsius|centigrade|fahrenheit)\b)", re.I)
+_CASES = re.compile(r"^\\begin\{cases\}(.*)\\end\{cases\}$", re.S)
+_ARRAY_MATRIX = re.compile(r"^([\[(])\s*\\begin\{array\}\s*\{[^{}]*\}(.*)\\end\{array\}\s*([\])])$", re.S)
+_ORDINAL = re.compile(r"(?<=\d)\s*(?:\^\s*\{?\s*)?(?:st|nd|rd|th)\s*\}?(?![a-zA-Z])")
+_INFINITELY_MANY = re.compile(
+    r"^(?:there\s+(?:are|is|exist)\s+)?(?:infinitely\s+many|an?\s+infinite\s+(?:number|amount)|infinite(?:ly)?)"
+    r"(?:\s+[a-z]+){0,2}$", re.I
+)
+# a condition after an answer that says it holds everywhere: "for all real x", ", x \in (-\infty,\infty)"
+_EVERYWHERE = re.compile(
+    r"(?:,\s*|\s+)(?:(?:for|where|when)\s+(?:all|every|each|any)\s+(?:real\s+(?:numbers?\s+)?|\(-\\infty\s*,\s*\\infty\s*\)\s*)?"
+    r"[a-zA-Z]?(?:\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\))?|(?:for|where)\s+[a-zA-Z]\s+(?:is\s+)?(?:any\s+)?real(?:\s+numbers?)?"
+    r"|(?:for\s+(?:all\s+)?)?[a-zA-Z]\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\))$"
+)
+# a label before a list item: "Minimum: 2, Maximum: 5"
+_ITEM_LABEL = re.compile(r"(?:^|(?<=[,;]))\s*[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+){0,3}\s*:\s*(?=[^\s:])")
+_LONE_VARIABLE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?$")
+
+
+def _rows_as_list(m: re.Match) -> str:
+    """A cases environment of equations ("x = 1 \\\\ y = 2") as the list it states, else unchanged."""
+    rows = [r.replace("&", " ").strip() for r in re.split(r"\\\\", m.group(1)) if r.strip()]
+    if rows and all("=" in r or "<" in r or ">" in r for r in rows) and not any("&" in r for r in rows):
+        return ", ".join(rows)
+    return m.group(0)
+
+
+def _exact_before_approximation(s: str) -> str:
+    """``x = 2/3 \\approx 0.67``: the exact value (a lone ``\\approx 0.67`` or ``x \\approx 0.67`` keeps it)."""
+    left, _, right = s.partition("\\approx")
+    left, right = left.strip(), right.strip()
+    if not left:
+        return right
+    if _LONE_VARIABLE.match(left):
+        return f"{left} = {right}"
+    return left
+
+
+
 def normalize(s: str, *, units: bool = True) -> str:
     """A canonical spelling of an answer (see the module docstring). Not cached: an answer is seen once, and
     the reference, seen by every response of a group, is cached with its parse (see the package)."""
@@ -159,15 +214,30 @@ def normalize(s: str, *, units: bool = True) -> str:
             s = s[len(a) : -len(b)].strip()
     if not s.isascii():
         s = _unicode(s)
-    s = s.replace("\\$", " ").replace("$", " ")
+    if "$" in s:
+        money = _CURRENCY.match(s)  # "\\$2.50": an amount of money, which converts to cents
+        if money and units:
+            s = money.group(1).replace(",", "") + " \\unit{dollar}"
+        s = s.replace("\\$", " ").replace("$", " ")
     # every LaTeX rewrite needs a backslash, so plain text skips them (the order of the steps is kept)
     latex = "\\" in s
     if latex:
         s = _rewrite_commands(s, _LAYOUT_COMMANDS)
         if "\\," in s:
             s = _THIN_SPACE_IN_NUMBER.sub("", s)  # 1\,234
+        if "\\!" in s or "\\," in s:
+            s = _SEPARATOR_IN_NUMBER.sub("", s)  # 12,\! 500
     s = s.replace("{,}", ",")
     if latex:
+        if "\\rm" in s or "\\bf" in s or "\\it" in s or "\\sf" in s or "\\tt" in s or "\\em" in s or "\\cal" in s:
+            s = _FONT_SWITCH.sub("", _FONT_GROUP.sub(r"\1", s))  # {\rm 5}, {\bf 5}
+        if "ceil" in s or "floor" in s:
+            s = _rewrite_commands(s, _CEILING_FLOOR)
+        if "\\begin{cases}" in s:
+            s = _CASES.sub(_rows_as_list, s.strip())
+        if "\\begin{array}" in s:
+            s = _ARRAY_MATRIX.sub(lambda m: f"\\begin{{{'b' if m.group(1) == '[' else 'p'}matrix}}{m.group(2)}"
+                                  f"\\end{{{'b' if m.group(1) == '[' else 'p'}matrix}}", s.strip())
         s = s.replace("\\!", "")
         if "\\overline" in s or "\\bar" in s or "\\dot" in s:
             s = _REPEATING.sub(_repeating, s)
@@ -175,6 +245,8 @@ def normalize(s: str, *, units: bool = True) -> str:
         if "\\frac" in s:
             s = _FRAC_OF_DIGITS.sub(r"\\frac{\1}{\2}", s)
         if "circ" in s or "degree" in s:
+            if units:  # 100^\\circ C: a temperature
+                s = _TEMPERATURE.sub(lambda m: " \\unit{deg" + (m.group(1) or m.group(2)) + "} ", s)
             s = _DEGREES.sub(" \\\\unit{deg} " if units else " ", s)
         s = s.replace("\\%", "%")
         if "\\mathbb" in s or "\\R" in s:
@@ -194,7 +266,22 @@ def normalize(s: str, *, units: bool = True) -> str:
     if "Z" in s or "integer" in s:
         s = _without_integer_parameter(s)
     s = s.rstrip(" .;")
+    if "infinit" in s and _INFINITELY_MANY.match(s):
+        s = "\\infty"
+    if "\\approx" in s and s.count("\\approx") == 1:
+        s = _exact_before_approximation(s)
+    if "\\infty" in s or "real" in s:
+        head = max(0, len(s) - 80)
+        m = _EVERYWHERE.search(s, head)
+        if m and s[: m.start()].strip():
+            s = s[: m.start()].rstrip(" ,")
+    if ":" in s and _ITEM_LABEL.search(s):
+        s = _ITEM_LABEL.sub(" ", s).strip()
+    if "st" in s or "nd" in s or "rd" in s or "th" in s:
+        s = _ORDINAL.sub("", s)
     if units:
+        if "deg" in s:
+            s = _DEGREES_BEFORE_SCALE.sub("", s)
         s = unit_words.mark_trailing(s)
     s = _ANSWER_PREFIX.sub("", s)
     if "e" in s or "E" in s:

@@ -44,6 +44,9 @@ class Floats:
     def log(self, z: Any) -> Any:
         return cmath.log(z)
 
+    def integer_part(self, name: str, x: float) -> Any:
+        return complex(math.floor(x) if name == "floor" else math.ceil(x))
+
     def real_pow(self, b: float, e: float) -> Any:
         return complex(math.pow(b, e))
 
@@ -83,6 +86,9 @@ class Precise:
         if z == 0:
             raise NotNumeric
         return self.mp.log(z)
+
+    def integer_part(self, name: str, x: Any) -> Any:
+        return self.mp.mpc(self.mp.floor(x) if name == "floor" else self.mp.ceil(x))
 
     def real_pow(self, b: Any, e: Any) -> Any:
         return self.mp.mpc(self.mp.power(self.mp.mpf(b), self.mp.mpf(e)))
@@ -196,6 +202,10 @@ def _eval(a: tuple, env: dict[str, Any], nums: Any) -> Any:
         return nums.zero + abs(_eval(a[1], env, nums))
     if k == "fn":
         x = _eval(a[2], env, nums)
+        if a[1] in ("floor", "ceil"):
+            if x.imag != 0:
+                raise NotNumeric
+            return nums.integer_part(a[1], x.real)
         if a[1] in ("exp", "sinh", "cosh") and abs(x.real) > 570:
             raise TooComplex("overflow")
         return _fin(nums.fn(a[1], x), nums)

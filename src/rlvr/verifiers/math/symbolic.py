@@ -44,7 +44,7 @@ def to_sympy(a: tuple) -> Any:
     if k == "abs":
         return sympy.Abs(to_sympy(a[1]))
     if k == "fn":
-        name = {"arcsin": "asin", "arccos": "acos", "arctan": "atan"}.get(a[1], a[1])
+        name = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "ceil": "ceiling"}.get(a[1], a[1])
         return getattr(sympy, name)(to_sympy(a[2]))
     if k == "log":
         base, x = to_sympy(a[1]), to_sympy(a[2])

@@ -18,6 +18,7 @@ _FOOT = 12 * _INCH
 _YARD = 3 * _FOOT
 _MILE = 5280 * _FOOT
 _POUND = _F(45359237, 100000000)
+_GALLON = 231 * _INCH**3  # the US gallon
 
 # canonical name -> (dimension, size in the dimension's base unit); "deg" is special-cased (pi/180)
 SIZES: dict[str, tuple[str, Fraction]] = {
@@ -29,7 +30,9 @@ SIZES: dict[str, tuple[str, Fraction]] = {
     "yd^2": ("area", _YARD**2), "mi^2": ("area", _MILE**2),
     "mm^3": ("volume", _F(1, 10**9)), "cm^3": ("volume", _F(1, 10**6)), "m^3": ("volume", _F(1)),
     "in^3": ("volume", _INCH**3), "ft^3": ("volume", _FOOT**3), "L": ("volume", _F(1, 1000)),
-    "mL": ("volume", _F(1, 10**6)),
+    "mL": ("volume", _F(1, 10**6)), "cL": ("volume", _F(1, 10**5)), "dL": ("volume", _F(1, 10**4)),
+    "gal": ("volume", _GALLON), "qt": ("volume", _GALLON / 4), "pt": ("volume", _GALLON / 8),
+    "cup": ("volume", _GALLON / 16), "floz": ("volume", _GALLON / 128),
     "s": ("time", _F(1)), "min": ("time", _F(60)), "h": ("time", _F(3600)), "day": ("time", _F(86400)),
     "week": ("time", _F(604800)),
     "year": ("year", _F(1)), "month": ("month", _F(1)),  # calendar units of varying length: not converted
@@ -38,7 +41,11 @@ SIZES: dict[str, tuple[str, Fraction]] = {
     "dollar": ("money", _F(1)), "cent": ("money", _F(1, 100)),
     "mph": ("speed", _MILE / 3600), "km/h": ("speed", _F(1000, 3600)), "m/s": ("speed", _F(1)),
     "deg": ("angle", _F(1)), "rad": ("angle", _F(1)),
+    # temperatures convert with an offset (equivalence.py); the size is that of one degree in kelvins
+    "degC": ("temperature", _F(1)), "K": ("temperature", _F(1)), "degF": ("temperature", _F(5, 9)),
 }
+# the kelvin value of zero on a temperature scale
+TEMPERATURE_ZERO: dict[str, Fraction] = {"degC": _F(27315, 100), "K": _F(0), "degF": _F(27315, 100) - _F(160, 9)}
 
 # spelling -> canonical name (matched case-insensitively when longer than two letters)
 _SPELLINGS = {
@@ -46,7 +53,7 @@ _SPELLINGS = {
     "centimetres?": "cm", "m": "m", "meters?": "m", "metres?": "m", "km": "km", "kilometers?": "km",
     "kilometres?": "km", "in": "in", "inch(?:es)?": "in", "ft": "ft", "feet": "ft", "foot": "ft", "yd": "yd",
     "yards?": "yd", "mi": "mi", "miles?": "mi",
-    "ml": "mL", "milliliters?": "mL", "millilitres?": "mL", "L": "L", "liters?": "L", "litres?": "L",
+    "ml": "mL", "mL": "mL", "cc": "cm^3", "milliliters?": "mL", "millilitres?": "mL", "L": "L", "liters?": "L", "litres?": "L",
     "s": "s", "sec": "s", "secs": "s", "seconds?": "s", "min": "min", "mins": "min", "minutes?": "min",
     "h": "h", "hr": "h", "hrs": "h", "hours?": "h", "days?": "day", "weeks?": "week", "years?": "year",
     "months?": "month",
@@ -55,6 +62,9 @@ _SPELLINGS = {
     "dollars?": "dollar", "cents?": "cent",
     "mph": "mph", "km/h": "km/h", "kph": "km/h", "m/s": "m/s",
     "degrees?": "deg", "deg": "deg", "radians?": "rad", "rad": "rad",
+    "(?:degrees? )?(?:celsius|centigrade)": "degC", "(?:degrees? )?fahrenheit": "degF", "kelvins?": "K",
+    "gallons?": "gal", "quarts?": "qt", "pints?": "pt", "cups?": "cup", "fluid ounces?": "floz", "fl oz": "floz",
+    "centiliters?": "cL", "centilitres?": "cL", "cl": "cL", "deciliters?": "dL", "decilitres?": "dL", "dl": "dL",
 }
 _PATTERNS = [(re.compile(k, re.I), re.compile(k), name) for k, name in _SPELLINGS.items()]
 _SQUARE = re.compile(r"^(?:square|sq\.?)\s+(.+)$", re.I)
@@ -97,7 +107,7 @@ def mark_trailing(s: str) -> str:
         return s
     word = m.group(1)
     if word in ("in", "min", "or", "and") or (len(word) <= 2 and word.lower() not in ("cm", "mm", "km", "kg", "mg",
-                                                                                   "ft", "yd", "mi", "lb", "oz")):
+                                                                                   "ft", "yd", "mi", "lb", "oz", "ml")):
         return s
     unit = canonical(word)
     if unit is None:
@@ -120,4 +130,4 @@ def wrapped(inner: str) -> str | None:
     return "" if unit == "" else f"\\unit{{{unit}}}"
 
 
-__all__ = ["SIZES", "canonical", "mark_trailing", "wrapped"]
+__all__ = ["SIZES", "TEMPERATURE_ZERO", "canonical", "mark_trailing", "wrapped"]
