@@ -16,6 +16,7 @@ there is more than one update, or a part needs them (TIS); otherwise the engine'
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,13 +114,12 @@ def rows_forward(model, batch: RolloutBatch, r: torch.Tensor, cfg: Config, **kwa
     return out
 
 
-def local_micro_batches(batch: RolloutBatch, rows: list[int], cfg: Config, group: LearnerGroup, *,
-                        collective: bool = False) -> list[list[int]]:
-    """This rank's micro-batches of ``rows`` (already its shard). Where each micro-batch is a collective (sharded
-    weights, or a part that looks at all ranks' rows) every rank returns as many as the rank with the most, the
-    missing ones empty: such a rank runs a throwaway forward (``dummy_rows``) that contributes nothing."""
+def local_micro_batches(batch: RolloutBatch, rows: list[int], cfg: Config, group: LearnerGroup) -> list[list[int]]:
+    """This rank's micro-batches of ``rows`` (already its shard). Where each micro-batch's forward is a collective
+    (sharded weights) every rank returns as many as the rank with the most, the missing ones empty: such a rank
+    runs a throwaway forward (``dummy_rows``) that contributes nothing."""
     groups = micro_batches(batch, rows, cfg) if rows else []
-    if group.world > 1 and (collective or group.symmetric_forwards):
+    if group.world > 1 and group.symmetric_forwards:
         groups += [[] for _ in range(group.max_int(len(groups)) - len(groups))]
     return groups
 
@@ -136,26 +136,33 @@ def forward_kwargs(group: LearnerGroup) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, group: LearnerGroup = SINGLE) -> PolicyOutput:
-    """No-grad log-probs of the given rows, in micro-batches; [len(rows), T]. Each rank computes its shard of the
-    rows and every rank receives all of them."""
+def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, group: LearnerGroup = SINGLE, *,
+                 with_entropy: bool = False) -> PolicyOutput:
+    """No-grad log-probs (and with ``with_entropy`` the entropy) of the given rows, in micro-batches; [len(rows), T].
+    Each rank computes its shard of the rows and every rank receives all of them."""
     if not len(rows):
-        return PolicyOutput(batch.logprobs[:0])
+        return PolicyOutput(batch.logprobs[:0], batch.logprobs[:0] if with_entropy else None)
     order = rows.tolist()
     mine = group.shard(order)
     groups = local_micro_batches(batch, mine, cfg, group)
-    outs = []
+    logps, entropies = [], []
     for g in groups:
         r = torch.tensor(g, device=rows.device) if g else dummy_rows(rows.device)
-        logp = rows_forward(model, batch, r, cfg, **forward_kwargs(group)).logp
+        out = rows_forward(model, batch, r, cfg, with_entropy=with_entropy, **forward_kwargs(group))
         if g:
-            outs.append(logp)
-    logp = torch.cat(outs) if outs else batch.logprobs[:0]
+            logps.append(out.logp)
+            entropies.append(out.entropy)
     done = [r for g in groups for r in g]
-    if done != mine:  # grouped by length: back to the rows' order
-        position = {r: i for i, r in enumerate(done)}
-        logp = logp[torch.tensor([position[r] for r in mine], device=logp.device)]
-    return PolicyOutput(gather_rows(group, logp, group.shard_sizes(len(order))))
+    sizes = group.shard_sizes(len(order))
+
+    def whole(pieces: list[torch.Tensor]) -> torch.Tensor:
+        x = torch.cat(pieces) if pieces else batch.logprobs[:0]
+        if done != mine:  # grouped by length: back to the rows' order
+            position = {r: i for i, r in enumerate(done)}
+            x = x[torch.tensor([position[r] for r in mine], device=x.device)]
+        return gather_rows(group, x, sizes)
+
+    return PolicyOutput(whole(logps), whole(entropies) if with_entropy else None)
 
 
 def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
@@ -222,9 +229,11 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
           generator: torch.Generator | None = None,
           on_update: Callable[[int, dict[str, float]], None] | None = None,
           group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None) -> dict[str, float]:
-    """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics averaged over the updates,
-    plus "updates" (optimizer steps taken), "bad_step" (1 if any update was skipped for a non-finite loss or
-    gradient) and "approx_kl" between the policy after the last update and the old policy. ``on_update(i, m)``
+    """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics ("loss", "grad_norm", ...)
+    averaged over the updates that were applied, plus "updates" (optimizer steps taken), "bad_step" (1 if any
+    update was skipped for a non-finite loss or gradient), "skipped_updates" (how many) and "approx_kl" between the
+    policy after the last update and the old policy. When every update was skipped, the metrics are the finite
+    values of the skipped updates and "loss" and "grad_norm" (not finite there) are left out of the step's metrics. ``on_update(i, m)``
     is called after every optimizer step that changed the weights. With a ``group`` of several ranks each rank
     runs the forward and backward passes of its shard of every mini-batch (rlvr.train.group)."""
     epochs, mini_batches = updates_per_batch(cfg, exp.size)
@@ -244,10 +253,12 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
                 taken += 1
                 if on_update is not None:
                     on_update(taken, metrics)
-    result = average(per_update)
+    skipped = sum(1 for m in per_update if m["bad_step"])
+    result = average([m for m in per_update if not m["bad_step"]] if skipped < len(per_update) else per_update)
     result.update(exp.metrics)
     result["updates"] = taken
-    result["bad_step"] = int(any(m["bad_step"] for m in per_update))
+    result["bad_step"] = int(skipped > 0)
+    result["skipped_updates"] = skipped
     result["rows_backpropagated"] = float(len(needed))
     result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg, group)
     return result
@@ -280,7 +291,9 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
             part.discard_update()
 
     scale = loss_scale or LossScale()
+    selected = begin_update(model, exp, rows, parts, cfg, group)
     done = backward_with_retries(run_backward, params, cfg.train.max_grad_norm, scale, discard)
+    result.update(selected)
     frozen = any(p.policy_frozen for p in parts.values())
     if done.finite and not frozen:
         unscale_gradients(optimizer, params, done.scale)
@@ -293,6 +306,25 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
             "policy_stepped": done.finite and not frozen}
 
 
+def begin_update(model, exp: Experience, rows: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
+                 group: LearnerGroup = SINGLE) -> dict[str, float]:
+    """Before the update of the mini-batch ``rows``: the parts that select tokens over the whole mini-batch (the
+    forking-token mask) see the entropy of every one of its rows under the current weights, from one no-grad
+    forward pass (rows whose gradient is skipped included: their tokens count in the selection). Their selection
+    is then the same whatever the micro-batches, and on every rank."""
+    wanting = [p for p in parts.values() if p.mini_batch_entropy]
+    if not wanting:
+        return {}
+    was_training = model.training
+    model.eval()
+    entropy = forward_rows(model, exp.batch, rows, cfg, group, with_entropy=True).entropy
+    model.train(was_training)
+    metrics: dict[str, float] = {}
+    for part in wanting:
+        metrics.update(part.begin_update(exp, rows, entropy))
+    return metrics
+
+
 def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
              cfg: Config, *, first: bool, group: LearnerGroup, scale: float = 1.0) -> dict[str, float]:
     """Forward and backward passes of this rank's shard of the mini-batch ``rows``, the loss multiplied by ``scale``;
@@ -303,12 +335,11 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
     wants_entropy = any(p.wants_entropy for p in parts.values()) or exp.batch.entropy is None
     entropy_grad = any(p.entropy_grad for p in parts.values())
     value_head = next((p.value_head for p in parts.values() if p.value_head is not None), None)
-    collective = any(p.collective for p in parts.values())
     batch = exp.batch
     sums: dict[str, float] = {}
     seen = 0.0
     loss_total = 0.0
-    for group_rows in local_micro_batches(batch, group.shard(trained), cfg, group, collective=collective):
+    for group_rows in local_micro_batches(batch, group.shard(trained), cfg, group):
         r = torch.tensor(group_rows, device=rows.device) if group_rows else dummy_rows(rows.device)
         mask = exp.loss_mask[r] if group_rows else torch.zeros_like(exp.loss_mask[r])
         out = rows_forward(model, batch, r, cfg, with_entropy=wants_entropy, entropy_grad=entropy_grad,
@@ -317,23 +348,20 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
         if first and exp.old_from_rollout and group_rows:  # unchanged since sampling: this IS the trainer's old policy
             metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.loss_mask[r]))
         weights = None
-        pg_mask = mask
         for part in parts.values():
             w, w_metrics = part.token_weights(exp, r, out)
             if w is not None:
                 weights = w if weights is None else weights * w
                 metrics.update(w_metrics)
-            pg_mask = part.mask(exp, r, out, pg_mask)
         pg_loss, loss_metrics = losses.compute(
-            algo.loss, out.logp, exp.old_logp[r], exp.advantages[r], pg_mask, clip_low=algo.clip_low,
+            algo.loss, out.logp, exp.old_logp[r], exp.advantages[r], mask, clip_low=algo.clip_low,
             clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=exp.norm_length,
             token_weights=weights,
         )
         units = losses.aggregation_units(mask, agg) if group_rows else 0
         weight = units / total_units
-        pg_units = policy_units(pg_mask, units, agg, group) if collective else units
-        loss = pg_loss * (pg_units / total_units)
-        metrics.update(loss_metrics, pg_loss=pg_loss.item() * pg_units / units if units else 0.0)
+        loss = pg_loss * weight
+        metrics.update(loss_metrics, pg_loss=pg_loss.item() if units else 0.0)
         for part in parts.values():
             term, term_metrics = part.loss(exp, r, out, mask, agg, exp.norm_length)
             if term is not None:
@@ -355,16 +383,6 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
     return result
 
 
-def policy_units(pg_mask: torch.Tensor, units: int, agg: str, group: LearnerGroup) -> float:
-    """This rank's share of a micro-batch's units for its policy loss, where all ranks run the micro-batch together
-    and a part narrowed its policy-gradient mask across ranks (the entropy mask): one learner aggregates the policy
-    loss over the narrowed mask of the whole micro-batch and weights it by the whole micro-batch's units, so each
-    rank's aggregate counts in proportion to its part of the narrowed mask."""
-    pg_units = losses.aggregation_units(pg_mask, agg) if units else 0
-    pg_all, units_all = group.sum([pg_units, units])
-    return pg_units / pg_all * units_all if pg_all else 0.0
-
-
 def merge_sums(per_rank: list[tuple[dict[str, float], float, float]]) -> tuple[dict[str, float], float, float]:
     """Every rank's (unit-weighted metric sums, units, loss share) added up."""
     sums: dict[str, float] = {}
@@ -375,9 +393,14 @@ def merge_sums(per_rank: list[tuple[dict[str, float], float, float]]) -> tuple[d
 
 
 def average(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Mean of each key over the updates that report it."""
-    keys = {k for row in rows for k in row}
-    return {k: sum(row[k] for row in rows if k in row) / sum(k in row for row in rows) for k in sorted(keys)}
+    """Mean of each key over the updates that report it a finite value; a key with no finite value is left out
+    (the loss and gradient norm of a step whose every update was skipped), so a logged metric is never NaN."""
+    means = {}
+    for key in sorted({k for row in rows for k in row}):
+        values = [row[key] for row in rows if key in row and math.isfinite(row[key])]
+        if values:
+            means[key] = sum(values) / len(values)
+    return means
 
 
 def approx_kl(model, exp: Experience, trained: list[int], cfg: Config, group: LearnerGroup = SINGLE) -> float:

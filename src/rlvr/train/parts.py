@@ -4,8 +4,10 @@ hooks, so the step never branches on a part's name.
 A part declares what it needs computed once per rollout batch (``needs``: "old_logp", "ref_logp", "values"), and
 may then:
 - ``shape(exp)``: change the experience before advantages (per-token rewards, the loss mask);
-- ``token_weights(exp, rows, out)``: multiply each token's policy loss (e.g. importance weights);
-- ``mask(exp, rows, out, mask)``: narrow the tokens the policy gradient flows through;
+- ``begin_update(exp, rows, entropy)``: look at a whole mini-batch before its update (with ``mini_batch_entropy``,
+  the entropy of each of its rows under the current weights), e.g. to select the tokens the gradient flows through;
+- ``token_weights(exp, rows, out)``: multiply each token's policy loss (importance weights, a 0/1 token selection);
+  the loss is still averaged over every token of the loss mask, so a selection never changes the normaliser;
 - ``loss(exp, rows, out, mask, agg, norm_length)``: add a loss term (KL, entropy bonus, value loss);
 - ``after_update(grad_scale)`` / ``discard_update()``: step its own optimizer after each policy update, or drop
   the gradients of a backward pass that overflowed (float16) and is redone;
@@ -25,7 +27,8 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algos import advantages, entropy, filters, kl, losses, offpolicy
+from rlvr.algos import advantages, filters, kl, losses, offpolicy
+from rlvr.algos import entropy as entropy_mod
 from rlvr.config import Config
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.loss_scale import clip_scaled_grad_norm, unscale_gradients
@@ -39,16 +42,18 @@ class StepPart:
     wants_entropy = False  # needs the per-token entropy of the training forward pass
     entropy_grad = False  # ... with its gradient
     value_head: torch.nn.Module | None = None  # a critic head on the policy's trunk, run in the same forward
-    collective = False  # its mask or loss of a micro-batch looks at every learner rank's rows of that micro-batch
+    mini_batch_entropy = False  # begin_update needs the entropy of every row of the mini-batch
 
     def shape(self, exp) -> dict[str, float]:
         return {}
 
+    def begin_update(self, exp, rows: torch.Tensor, entropy: torch.Tensor | None) -> dict[str, float]:
+        """Called once per mini-batch ``rows`` before its forward and backward passes; ``entropy`` [len(rows), T]
+        (no gradient) when ``mini_batch_entropy``, else None."""
+        return {}
+
     def token_weights(self, exp, rows: torch.Tensor, out) -> tuple[torch.Tensor | None, dict[str, float]]:
         return None, {}
-
-    def mask(self, exp, rows: torch.Tensor, out, mask: torch.Tensor) -> torch.Tensor:
-        return mask
 
     def loss(self, exp, rows, out, mask, agg: str, norm_length: int) -> tuple[torch.Tensor | None, dict[str, float]]:
         return None, {}
@@ -334,28 +339,39 @@ class TruncatedImportanceSampling(StepPart):
 
 @register_part("entropy_mask")
 def _entropy_mask(cfg: Config, ctx: PartContext):
-    return ForkingTokenMask(cfg.algo.entropy_mask_rho, ctx.group) if cfg.algo.entropy_mask_rho is not None else None
+    return ForkingTokenMask(cfg.algo.entropy_mask_rho) if cfg.algo.entropy_mask_rho is not None else None
 
 
 class ForkingTokenMask(StepPart):
-    """Wang et al., 2025, "Beyond the 80/20 Rule": the policy gradient flows only through the top-rho
-    highest-entropy tokens, selected within each micro-batch; with several learner ranks, within the micro-batch
-    all ranks run together (their rows in rank order), so the selection is the one a single learner makes."""
+    """Wang et al., 2025, "Beyond the 80/20 Rule", Sec. 4, the objective J^B_HighEnt: the policy loss of each token
+    is multiplied by I[H_t >= tau_rho^B], 1 for the top-rho highest-entropy tokens of the batch B, while the
+    average still divides by every valid token of B (1 / sum_i |o_i|), so the selection removes gradient and
+    never rescales what is left. B is the mini-batch of each update: its tokens are selected once, from the
+    entropy of all its rows under the weights about to be updated, before any micro-batch runs; the update is
+    then the same for every ``train.micro_batch_size`` and every number of learner ranks.
 
-    wants_entropy = True
+    The authors' released code (Beyond-the-80-20-Rule-RLVR, verl/workers/actor/dp_actor.py and
+    ``get_global_entropy_top_mask`` in verl/trainer/ppo/core_algos.py) selects within each micro-batch and divides
+    by the selected tokens (loss_mask = response_mask * entropy_top_mask); TRL's GRPOTrainer (top_entropy_quantile)
+    multiplies the per-token loss by the mask and divides by all valid tokens, as the paper's equation does and as
+    this part does."""
 
-    def __init__(self, rho: float, group: LearnerGroup = SINGLE):
-        self.rho, self.group = rho, group
-        self.collective = group.world > 1
+    mini_batch_entropy = True
 
-    def mask(self, exp, rows, out, mask):
-        if self.group.world == 1:
-            return entropy.forking_token_mask(out.entropy, mask, self.rho)
-        mine = (out.entropy.detach().cpu(), mask.cpu())
-        every = self.group.gather(mine)
-        selected = entropy.forking_token_mask(torch.cat([e for e, _ in every]), torch.cat([m for _, m in every]), self.rho)
-        start = sum(m.shape[0] for _, m in every[:self.group.rank])
-        return selected[start:start + mask.shape[0]].to(mask.device)
+    def __init__(self, rho: float):
+        self.rho = rho
+        self.selected: torch.Tensor | None = None  # [N, T] 1 where a token of the current mini-batch is kept
+
+    def begin_update(self, exp, rows, entropy):
+        mask = exp.loss_mask[rows]
+        chosen = entropy_mod.forking_token_mask(entropy, mask, self.rho)
+        self.selected = torch.zeros(exp.loss_mask.shape, dtype=torch.bool, device=exp.loss_mask.device)
+        self.selected[rows] = chosen != 0
+        valid = int((mask != 0).sum())
+        return {"forking_kept_frac": int(self.selected.sum()) / valid if valid else 0.0}
+
+    def token_weights(self, exp, rows, out):
+        return self.selected[rows].to(out.logp.dtype), {}
 
 
 @register_part("entropy_bonus")
