@@ -169,21 +169,32 @@ def test_a_stalled_client_is_dropped_and_others_are_served(server_for):
     assert get(server, "/metrics")[1]["dropped_connections"] >= 1
 
 
-def test_too_many_connections_get_503_not_a_queue(server_for):
-    server = server_for(RewardService("exact"), max_connections=2, io_timeout_s=3.0)
+def test_idle_connections_give_their_slots_up_and_busy_ones_get_503(server_for):
+    server = server_for(RewardService("exact", allow_options={"timeout_s"}), max_connections=2, io_timeout_s=3.0)
     idle = [socket.create_connection(server.server_address[:2], timeout=5) for _ in range(2)]
     time.sleep(0.2)
+    assert get(server, "/health")[0] == 200  # an idle connection gave its slot up
+    assert get(server, "/metrics")[1]["evicted_connections"] >= 1
+    for s in idle:
+        s.close()
+    # every slot busy scoring: a new connection gets 503 at once, not a place in a queue
+    slow = {"rows": [{"response": "a" * 40 + "b", "reference": {"pattern": "(a+)+$"}, "verifier": "regex",
+                      "verifier_options": {"timeout_s": 2.0}}]}
+    threads = [threading.Thread(target=post, args=(server, "/score", slow)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
     with socket.create_connection(server.server_address[:2], timeout=5) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert b" 503 " in s.recv(4096).split(b"\r\n")[0]
-    for s in idle:
-        s.close()
+    for t in threads:
+        t.join(30)
     time.sleep(0.3)
-    assert get(server, "/health")[0] == 200  # slots come back when connections close
+    assert get(server, "/health")[0] == 200  # slots come back when the work is done
 
 
 def test_a_slow_reward_does_not_starve_fast_requests(server_for):
-    server = server_for(RewardService("exact"))
+    server = server_for(RewardService("exact", allow_options={"timeout_s"}))
     slow = {"rows": [{"response": "a" * 40 + "b", "reference": {"pattern": "(a+)+$"}, "verifier": "regex",
                       "verifier_options": {"timeout_s": 3.0}}]}
     result = {}
