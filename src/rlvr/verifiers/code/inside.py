@@ -106,6 +106,63 @@ def apply_limits(limits: dict) -> None:
             resource.setrlimit(res, (value, value))
 
 
+# The kernel's keyrings are kept per uid (and per session), not per process or mount namespace: a key a program
+# adds would be read by the next program of the same uid. The three system calls that reach them fail with
+# EPERM instead, through a seccomp filter, on each ABI the architecture runs: (audit arch, syscall numbers,
+# a bit to mask off the number first: x32's).
+_KEYRING_SYSCALLS = {
+    "x86_64": [(0xC000003E, (248, 249, 250), 0x40000000), (0x40000003, (286, 287, 288), 0)],
+    "aarch64": [(0xC00000B7, (217, 218, 219), 0), (0x40000028, (309, 310, 311), 0)],
+}
+
+
+def _keyring_filter(abis: list) -> bytes:
+    """A classic-BPF seccomp program: EPERM for the keyring calls of ``abis``, every other call allowed."""
+    import struct
+
+    ld, jeq, alu_and, ret = 0x20, 0x15, 0x54, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    code: list[tuple[int, int, int, int]] = []
+    for arch, numbers, mask_bit in abis:
+        block = [(ld, 0, 0, 0)]  # seccomp_data.nr
+        if mask_bit:
+            block.append((alu_and, 0, 0, 0xFFFFFFFF & ~mask_bit))
+        for i, number in enumerate(numbers):
+            # to the deny below this block's checks, else on to the next check
+            block.append((jeq, len(numbers) - i, 0, number))
+        block.append((ret, 0, 0, allow))
+        block.append((ret, 0, 0, deny))
+        code.append((ld, 0, 0, 4))  # seccomp_data.arch
+        code.append((jeq, 0, len(block), arch))
+        code.extend(block)
+    code.append((ret, 0, 0, allow))
+    return b"".join(struct.pack("<HBBI", *op) for op in code)
+
+
+def deny_keyrings() -> None:
+    """Install the keyring filter on this process and all it starts (no_new_privs first, as seccomp needs
+    without CAP_SYS_ADMIN). Raises OSError where the kernel refuses; does nothing off Linux or on an
+    architecture it has no numbers for."""
+    import ctypes
+    import platform
+
+    abis = _KEYRING_SYSCALLS.get(platform.machine())
+    if not sys.platform.startswith("linux") or abis is None:
+        return
+    program = _keyring_filter(abis)
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+
+    class _Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "no_new_privs refused")
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
 # ------------------------------------------------------------------------------------------- the server
 
 
@@ -329,6 +386,7 @@ def drop_privileges(uid: int | None) -> None:
 def execute(mode: str, program: str, limits: dict) -> None:
     """Apply the limits, then run the program: as ``__main__`` ("run") or as the server ("serve")."""
     apply_limits(limits)
+    deny_keyrings()
     if mode == "serve":
         rfd, wfd = limits["channel"]
         _serve(program, rfd, wfd)
