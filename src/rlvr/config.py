@@ -322,8 +322,37 @@ def read_yaml(text: str, where: str = "<yaml>") -> Any:
     return _yaml(text, where, in_file=True)
 
 
+# Names other frameworks give the same settings (TRL GRPOConfig, verl's ppo_trainer.yaml, OpenRLHF's flags) -> the
+# rlvr key that means the same thing, so an unknown key a user brings is answered with the right one.
+ALIASES: dict[str, str] = {
+    "num_generations": "rollout.group_size", "n_samples_per_prompt": "rollout.group_size", "n": "rollout.group_size",
+    "max_completion_length": "rollout.max_new_tokens", "generate_max_len": "rollout.max_new_tokens",
+    "response_length": "rollout.max_new_tokens", "max_prompt_length": "rollout.max_prompt_tokens",
+    "prompt_max_len": "rollout.max_prompt_tokens", "prompt_length": "rollout.max_prompt_tokens",
+    "learning_rate": "train.lr", "actor_learning_rate": "train.lr", "beta": "algo.kl_coef",
+    "kl_loss_coef": "algo.kl_coef", "init_kl_coef": "algo.kl_coef", "entropy_coeff": "algo.entropy_coef",
+    "epsilon_high": "algo.clip_high", "clip_ratio_high": "algo.clip_high", "clip_ratio_low": "algo.clip_low",
+    "clip_ratio": "algo.clip_low", "eps_clip": "algo.clip_low", "num_iterations": "algo.ppo_epochs",
+    "max_epochs": "algo.ppo_epochs", "steps_per_generation": "algo.mini_batches",
+    "total_training_steps": "train.steps", "max_steps": "train.steps", "num_episodes": "train.steps",
+    "train_files": "data.train", "prompt_data": "data.train", "train_dataset": "data.train",
+    "val_files": "data.eval", "eval_dataset": "data.eval", "model_name_or_path": "model.path",
+    "pretrain": "model.path", "output_dir": "train.out", "save_path": "train.out", "save_steps": "train.save_every",
+    "save_freq": "train.save_every", "max_grad_norm": "train.max_grad_norm", "grad_clip": "train.max_grad_norm",
+    "micro_train_batch_size": "train.micro_batch_size", "ppo_micro_batch_size_per_gpu": "train.micro_batch_size",
+    "per_device_train_batch_size": "train.micro_batch_size", "warmup_steps": "train.warmup_steps",
+    "lr_scheduler_type": "train.lr_schedule", "gradient_checkpointing": "train.gradient_checkpointing",
+    "reward_funcs": "data.verifier", "use_vllm": "rollout.engine", "bf16": "model.dtype",
+    "kl_estimator": "algo.kl_kind", "kl_loss_type": "algo.kl_kind", "loss_agg_mode": "algo.agg",
+    "adv_estimator": "algo.advantage", "advantage_estimator": "algo.advantage",
+}
+
+
 def _suggest(name: str, candidates: Sequence[str]) -> str:
     leaf = name.split(".")[-1]
+    alias = ALIASES.get(leaf)
+    if alias is not None and alias != name:
+        return f" (did you mean '{alias}'? the rlvr key for what other trainers call {leaf})"
     same_leaf = [c for c in candidates if c.split(".")[-1] == leaf and c != name]
     close = same_leaf or difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
