@@ -1,90 +1,317 @@
 """Pre-checks that reject answers a judge should never see: empty or near-empty text, bare reasoning openers,
-refusals and talk addressed to the grader.
+bare verdicts, empty answer boxes, refusals, talk addressed to the grader and grading templates with no answer.
 
 "One Token to Fool LLM-as-a-Judge" (Zhao et al., 2025, arXiv:2507.08794) shows that strong judges give credit to
-"master keys": non-word symbols (":", "."), reasoning openers ("Thought process:", "Let's solve this problem step
-by step.", "Solution") and their translations. A policy trained against such a judge learns to emit them. These
-checks run before the judge is called, so a master key costs no judge call and earns no reward.
+"master keys": non-word symbols (" ", ".", ",", ":"), reasoning openers ("Thought process:", "Let's solve this
+problem step by step.", "Solution") and their translations ("解", "かいせつ", "Respuesta"). A policy trained against
+such a judge learns to emit them, and then their variants. These checks run before the judge is called, so a
+master key costs no judge call and earns no reward.
 
     precheck("Thought process:")           # "bare_opener"
     precheck("The answer is 42.")          # None: goes to the judge
 
-Each check is deliberately narrow: a real short answer ("42", "B", "no") passes; only text with no content
-beyond an opener, a refusal or a plea to the grader is stopped.
+Every check reads a *skeleton* of the response (``skeleton``): NFKD (fullwidth and mathematical letters become
+ASCII, accents come apart from their letters), invisible characters removed (format characters such as zero-width
+spaces and joiners, bidi marks and tag characters; variation selectors; Hangul and Braille blanks; combining marks,
+so "Solu\u0301tion" is "solution"), letters from other scripts that look
+like Latin ones mapped to them (Cyrillic "о", Greek "Ο", small capitals; the visual pairs of Unicode's TR39
+confusables table), typographic quotes, apostrophes and dashes made ASCII, and case folded. Word lists are put
+through the same function, so a list word in Cyrillic or Greek still matches its own text.
+
+The families, each a table below:
+- ``empty``: no letter or digit at all.
+- ``bare_opener``: every word is an opener or a label (``FILLER``: "let me think step by step", "solution:", "here
+  is my answer", answer markers in other languages: "respuesta", "réponse", "Antwort", "答案", "ответ", ...).
+- ``verdict_only``: openers plus words a grader says ("correct", "right", "pass", "full marks"), in any markdown
+  ("**Correct**", "`YES`", "# Verdict: correct", "This answer is correct."). "yes"/"true" alone count only when
+  formatted (markdown) or labelled; a question that offers the word ("yes or no", "correct or incorrect", a yes/no
+  question) or a reference that is the word lets it through.
+- ``empty_answer``: the last answer container (``\\boxed{}``, ``\\fbox{}``, ``<answer></answer>``) is empty.
+- ``refusal``: a refusal, after any openers ("Sure! I'm sorry, but I can't help").
+- ``meta_talk``: talk addressed to the grader anywhere in the response (asking for credit, ignoring instructions,
+  a verdict or a perfect score written as a label), and a closing "this answer is correct".
+- ``grading_template``: the grader's own frame written into the response (its fence markers, "Reference answer:",
+  "Student answer:", a "[[10]]" rating).
+- ``prompt_echo``: the question again, with or without openers.
+- ``too_long``: longer than the judge is shown (``max_chars``): a judge must never grade a cut response as if whole.
+
+Each check is deliberately narrow: a real short answer ("42", "B", "no", "Paris") passes, and the same words in a
+natural place ("Let's think step by step. 3 + 4 = 7", "Check: 6 * 7 = 42, so the answer is correct.") reach the
+judge. ``reference`` is a safety valve: a response whose words are the reference's is never stopped as an opener
+or a verdict (a reference "Solution" or "Yes").
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-# Openers and labels that carry no answer, in their normalised form (lower case, letters, digits and single spaces).
-OPENERS = frozenset({
-    "thought process", "thoughts", "thinking", "let me think", "let s think", "let s think step by step",
-    "let s solve this problem step by step", "let s solve this step by step", "let s solve this", "let me solve this",
-    "let me solve this step by step", "let s break this down", "let s work through this", "step by step",
-    "step 1", "solution", "solutions", "answer", "final answer", "the answer", "the answer is", "the final answer is",
-    "response", "explanation", "reasoning", "analysis", "proof", "here is the solution", "here s the solution",
-    "here is my answer", "sure", "okay", "ok", "alright", "certainly", "of course",
-    # translations the paper and its released data use, and a few of our own
-    "解", "解答", "答案", "解析", "かいせつ", "解説", "答え", "respuesta", "solución", "solucion", "réponse",
-    "reponse", "lösung", "losung", "antwort", "risposta", "soluzione", "resposta", "solução", "ответ", "решение",
-})
+# ------------------------------------------------------------------------------------------------- skeleton
 
-_REFUSAL = re.compile(
-    r"^\W*(i\s*(?:am|'m)\s+(?:sorry|unable|not able)|sorry\b|i\s+(?:can\s*not|can't|cannot|won't|will\s+not)\s+"
-    r"(?:help|answer|solve|assist|provide|do|comply)|as\s+an\s+ai\b|i\s+do(?:\s+not|n't)\s+know\b)",
-    re.IGNORECASE,
-)
-_META = re.compile(
-    r"(\b(?:grader|judge|evaluator|reviewer|verifier)s?\b.{0,80}\b(?:correct|full\s+(?:marks|credit|score)|pass|accept)"
-    r"|\b(?:give|award|assign)\s+(?:me\s+|this\s+)?(?:full\s+(?:marks|credit|score)|a\s+(?:score|reward)\s+of)"
-    r"|\bignore\s+(?:all\s+|any\s+)?(?:previous|prior|above|the)\s+(?:instructions|rules|reference)"
-    r"|\b(?:(?:this|my)\s+(?:answer|response|solution)|the\s+(?:answer|response|solution)\s+above)\s+"
-    r"(?:is|was)\s+(?:correct|right|perfect)\s*[.!]?\s*$"
-    r"|\bverdict\s*[:=]\s*(?:correct|yes|pass)\b)",
-    re.IGNORECASE | re.DOTALL,
-)
-_MIN_CONTENT_CHARS = 1  # letters or digits a response must have outside openers
+# Format characters (category Cf) are removed by category; these are the invisible ones in other categories.
+_INVISIBLE_EXTRA = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, 0x180E}
+_INVISIBLE_EXTRA |= set(range(0xFE00, 0xFE10)) | set(range(0xE0100, 0xE01F0)) | set(range(0x180B, 0x1810))
+
+# Look-alike letters mapped to Latin (visual pairs from Unicode TR39's confusables table) and typographic
+# punctuation made ASCII.
+_CONFUSABLE_PAIRS = {
+    # Cyrillic
+    "А": "A", "а": "a", "В": "B", "Е": "E", "е": "e", "К": "K", "к": "k", "М": "M", "Н": "H", "О": "O", "о": "o",
+    "Р": "P", "р": "p", "С": "C", "с": "c", "Т": "T", "У": "Y", "у": "y", "Х": "X", "х": "x", "І": "I", "і": "i",
+    "Ј": "J", "ј": "j", "Ѕ": "S", "ѕ": "s", "Ԁ": "d", "ԁ": "d", "Ү": "Y", "ү": "y", "Һ": "h", "һ": "h", "Ԛ": "Q",
+    "ԛ": "q", "Ԝ": "W", "ԝ": "w", "Ӏ": "I", "ӏ": "l", "ɡ": "g",
+    # Greek
+    "Α": "A", "α": "a", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "ι": "i", "Κ": "K", "κ": "k", "Μ": "M",
+    "Ν": "N", "ν": "v", "Ο": "O", "ο": "o", "Ρ": "P", "ρ": "p", "Τ": "T", "Υ": "Y", "υ": "u", "Χ": "X", "χ": "x",
+    "ϲ": "c", "Ϲ": "C", "ϳ": "j",
+    # Armenian
+    "օ": "o", "ո": "n", "ս": "u", "Ս": "U", "ց": "g", "հ": "h", "Օ": "O",
+    # Latin variants and small capitals
+    "ı": "i", "ȷ": "j", "ɑ": "a", "ɩ": "i", "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ꜰ": "f", "ɢ": "g",
+    "ʜ": "h", "ɪ": "i", "ᴊ": "j", "ᴋ": "k", "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s",
+    "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
+    # punctuation
+    "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "‵": "'", "ʹ": "'", "ʻ": "'", "ʼ": "'", "ʽ": "'", "`": "'",
+    "´": "'", "“": '"', "”": '"', "„": '"', "‟": '"', "″": '"', "〃": '"', "«": '"', "»": '"', "‐": "-", "‑": "-",
+    "‒": "-", "–": "-", "—": "-", "―": "-", "−": "-", "꞉": ":", "։": ":", "׃": ":", "˸": ":", "∶": ":",
+}
+_CONFUSABLES = str.maketrans(_CONFUSABLE_PAIRS)
+
+
+def _invisible(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cf", "Mn", "Me") or ord(ch) in _INVISIBLE_EXTRA
+
+
+def visible(text: str) -> str:
+    """``text`` without format characters and blanks that render as nothing (zero-width spaces and joiners, bidi
+    marks, tag characters, variation selectors, Hangul and Braille blanks); combining marks are kept."""
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and ord(ch) not in _INVISIBLE_EXTRA)
+
+
+def skeleton(text: str) -> str:
+    """The form every check reads (module docstring): NFKD, invisible characters and combining marks removed,
+    look-alike letters and typographic punctuation mapped to ASCII, NFKC again, case folded."""
+    text = unicodedata.normalize("NFKD", text)  # accents apart from their letters, so that they can be dropped
+    text = "".join(ch for ch in text if not _invisible(ch))
+    return unicodedata.normalize("NFKC", text.translate(_CONFUSABLES)).casefold()
 
 
 def normalise(text: str) -> str:
-    """Lower case, accents kept, every run of non-word characters as one space, trimmed."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return " ".join(re.sub(r"[\W_]+", " ", text).split())
+    """The skeleton with every run of non-word characters as one space, trimmed."""
+    return " ".join(re.sub(r"[\W_]+", " ", skeleton(text)).split())
 
 
-def _strip_openers(norm: str) -> str:
-    """Remove openers from the front repeatedly ("Solution: Let's think step by step" -> "")."""
-    changed = True
-    while changed and norm:
-        changed = False
-        for opener in sorted(OPENERS, key=len, reverse=True):
-            if norm == opener:
-                return ""
-            if norm.startswith(opener + " "):
-                norm, changed = norm[len(opener) + 1:], True
-                break
-    return norm
+# ------------------------------------------------------------------------------------------------- tables
+
+# Words (and, for scripts written without spaces, phrases) that carry no answer: openers, labels, politeness,
+# and answer markers in other languages. Their skeletons are compared with the response's words.
+FILLER_WORDS = """
+let lets let's me us we i'm im ll here's heres what's that's there's it's ill i'll we'll will shall need to going gonna must should can could
+think thinking thought thoughts process reason reasoning rationale analysis analyze analyse analyzing consider
+solve solving solved solution solutions answer answers answering response respond reply result results final
+finally step steps by one at time carefully careful through work working out break down figure approach tackle
+look go start begin first firstly next then now so well hmm ok okay alright sure certainly of course great good
+here is are am was were be been this that these it its the an my our your following below above as follows see given problem
+question task query prompt explanation explained explain proof prove derivation calculation calculations
+calculate compute determine find finding restate restating rewrite summary summarize conclusion conclude therefore
+thus hence understand understanding recall read note notice observe detailed detail details quick quickly brief briefly simple simply approach method idea plan strategy
+attempt try trying with in on for and or about do does how what which
+"""
+
+FILLER_FOREIGN = """
+解 解答 答案 解析 答 回答 思考 思路 过程 思考过程 解题思路 解题过程 分析 步骤 首先 让我们 一步一步 一步一步地 逐步 最终
+最终答案 最終答案 最后 是 为 為 的 我们 来 來 让 讓 我 想 想想 一下 解决 解決 这个 這個 问题 問題
+かいせつ 解説 答え こたえ 考え方 解き方 まず 最終的な 最終 は です ステップ 考えます 考えましょう ましょう
+정답 답 풀이 해설 생각 단계 먼저 최종 답변 은 는
+respuesta respuestas solución solucion soluciones final finales paso pasos pensemos pensar vamos resolver la el
+los las de del es por y razonamiento análisis analisis
+réponse reponse réponses solution finale étape étapes pensons raisonnement résolvons resolvons la le les de est
+et par
+antwort antworten lösung losung endgültige endgultige schritt schritte lass uns denken die der das ist und für
+risposta soluzione finale passo passi pensiamo ragionamento
+resposta solução solucao passo pensemos raciocínio
+ответ ответы решение итоговый окончательный шаг шаги давайте подумаем рассуждение
+cevap çözüm cozum jawaban penyelesaian đáp án dap an lời giải loi giai odpowiedź odpowiedz rozwiązanie
+antwoord oplossing svar lösning løsning vastaus ratkaisu válasz valasz megoldás odpověď odpoved řešení
+απάντηση λύση απαντηση λυση
+उत्तर हल जवाब
+الإجابة الجواب الحل الاجابة
+תשובה פתרון
+คำตอบ วิธีทำ
+"""
+
+# What a grader says. A bare response of these (and filler) is a verdict, not an answer.
+GRADING_WORDS = """
+correct correctly right accurate accurately perfect perfectly verified valid accepted accept acceptable
+approved approve complete pass passed passes passing full marks mark marks credit score points flawless exactly
+indeed definitely absolutely completely fully totally entirely certain confident sure perfectscore verdict judgement
+judgment grade grading graded evaluation assessment decision rating true yes
+"""
+YES_WORDS = {"yes", "true"}  # answers in their own right: stopped only when formatted or labelled as a verdict
+
+_YES_NO_QUESTION = re.compile(r"^\W*(is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|"
+                              r"must|may|might|shall)\b")
+_STEP_NUMBER = re.compile(r"\b(?:step|paso|étape|etape|schritt|passo|шаг)\s*\d+\b")
+_PERFECT_SCORE = re.compile(r"\b100\s*%|\b10\s*/\s*10\b|\b100\s*/\s*100\b")
+_MARKUP = re.compile(r"[*_#>~|]|^'|'$|<[a-z/][^>]*>")
+_LABEL = re.compile(r"\b(verdict|judg(?:e)?ment|grade|evaluation|assessment|decision|result|status)\s*[:=]")
+
+_REFUSAL = re.compile(
+    r"^(i\s*(?:am|'m|m)\s+(?:sorry|unable|not able)|sorry\b[^.!?\n]{0,40}\b(?:can\s*not|can't|cant|unable|"
+    r"won't|will\s+not|not able)|i\s+(?:can\s*not|can't|cant|won't|will\s+not|am\s+not\s+able\s+to)\s+"
+    r"(?:help|answer|solve|assist|provide|do|comply|respond)|as\s+an\s+ai\b|i\s+do(?:\s+not|n't)\s+know\b|"
+    r"(?:unfortunately|regrettably),?\s+i\s+(?:can\s*not|can't|am\s+unable|am\s+not\s+able))",
+)
+_POSITIVE = r"(?:correct|right|yes|pass(?:ed)?|true|accept(?:ed)?|approved?|valid|full\s+(?:marks|credit|score))"
+_META = re.compile(
+    r"\b(?:grader|judge|evaluator|reviewer|verifier|assessor|marker|examiner|grading\s+(?:model|system))s?\b"
+    r"[^\n]{0,80}?\b(?:correct|full\s+(?:marks|credit|score|points)|pass|accept|approve|10\s*/\s*10|reward|"
+    r"mark\s+(?:this|it|me))"
+    r"|\b(?:give|award|assign|grant)\s+(?:(?:me|this|it|the|my|that|our)\s+){0,2}(?:(?:answer|response|solution)\s+)?"
+    r"(?:full\s+(?:marks|credit|score|points)|(?:a|the)\s+(?:perfect\s+|full\s+|high\s+|maximum\s+|highest\s+)?"
+    r"(?:score|reward|grade|pass|marks)|(?:a\s+)?10\s*/\s*10|credit)"
+    r"|\b(?:mark|grade|score|judge|rate|accept)\s+(?:this|it|me|my\s+(?:answer|response|solution))\s+"
+    r"(?:as\s+)?(?:correct|right|accepted|a\s+pass)"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|"
+    r"preceding|reference|grading|system)\s*(?:instructions|rules|reference|rubric|prompt|answer)?"
+    r"|\b(?:(?:this|my)\s+(?:final\s+)?(?:answer|response|solution)|the\s+(?:answer|response|solution)\s+above)\s+"
+    r"(?:is|was)\s+(?:(?:definitely|absolutely|completely|fully|100\s*%)\s+)?(?:correct|right|perfect)\s*[.!]*\s*$"
+    rf"|\b(?:verdict|judg(?:e)?ment|grade|evaluation|assessment|decision)\s*[:=]\s*\W{{0,8}}{_POSITIVE}\b"
+    r"|\b(?:score|rating|grade)\s*[:=]\s*\W{0,3}(?:10\s*/\s*10|100\s*/\s*100|100\s*%|a\+?(?!\w)|\[\[\s*10\s*\]\])"
+    r"|\b(?:the\s+)?(?:response|answer)\s+(?:above\s+)?(?:matches|is\s+equivalent\s+to|agrees\s+with)\s+the\s+"
+    r"(?:reference|ground\s+truth|gold|expected)",
+    re.DOTALL,
+)
+_TEMPLATE = re.compile(
+    r"<\s*<\s*<|>\s*>\s*>|\bend\s+response\b"
+    r"|^\W*(?:reference|gold|expected|correct|ground[\s-]*truth|student|candidate|model|assistant)'?s?\s+"
+    r"(?:answer|response|solution)\s*:"
+    r"|^\W*ground[\s-]*truth\s*:|\[\[\s*(?:10|yes|correct|a)\s*\]\]",
+    re.MULTILINE,
+)
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{|<answer>")
+_PHANTOM = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
+_LATEX_WORD = re.compile(r"\\[a-zA-Z]+")
+_TAG = re.compile(r"</?[a-z][a-z0-9]{0,10}(?:\s[^<>]{0,80})?/?>")
+_WORD = re.compile(r"[\w']+")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?\n]*")
 
 
-def precheck(response: str, *, prompt: str | None = None, max_chars: int = 200_000) -> str | None:
-    """The reason ``response`` must score 0 without a judge, or None. Reasons: "not_text", "empty",
-    "too_long", "bare_opener", "prompt_echo", "refusal", "meta_talk"."""
+def _words(sk: str) -> list[str]:
+    """The words of a skeleton, apostrophes and underscores dropped ("let's" -> "lets")."""
+    return [k for k in (re.sub(r"[\W_]+", "", w) for w in _WORD.findall(sk)) if k]
+
+
+def _skeleton_set(text: str) -> frozenset[str]:
+    return frozenset(k for w in text.split() for k in _words(skeleton(w)))
+
+
+FILLER = _skeleton_set(FILLER_WORDS) | _skeleton_set(FILLER_FOREIGN)
+GRADING = _skeleton_set(GRADING_WORDS)
+_MAX_PIECE = max(len(w) for w in FILLER)
+
+
+@lru_cache(maxsize=4096)
+def _made_of(word: str, vocabulary: frozenset[str]) -> bool:
+    """The word is in the vocabulary, or (scripts written without spaces, e.g. "最终答案是") a run of its entries."""
+    if word in vocabulary:
+        return True
+    if word.isascii() or len(word) > 40:
+        return False
+    ok = [True] + [False] * len(word)
+    for end in range(1, len(word) + 1):
+        ok[end] = any(ok[start] and word[start:end] in vocabulary for start in range(max(0, end - _MAX_PIECE), end))
+    return ok[-1]
+
+
+def _answer_containers_empty(sk: str) -> bool:
+    """The last \\boxed{...} / \\fbox{...} / <answer>...</answer> holds no letter or digit."""
+    matches = list(_BOX.finditer(sk))
+    if not matches:
+        return False
+    last = matches[-1]
+    if last.group(0) == "<answer>":
+        end = sk.find("</answer>", last.end())
+        body = sk[last.end(): end if end >= 0 else len(sk)]
+    else:
+        depth, i = 1, last.end()
+        while i < len(sk) and depth:
+            depth += {"{": 1, "}": -1}.get(sk[i], 0)
+            i += 1
+        body = sk[last.end(): i - 1 if depth == 0 else i]
+    body = _LATEX_WORD.sub(" ", _PHANTOM.sub(" ", body))
+    return not any(ch.isalnum() for ch in body)
+
+
+def _offered(word: str, question_sk: str, reference_words: list[str]) -> bool:
+    """The task makes ``word`` a possible answer: the reference is it, or the question names it as an option."""
+    return word in reference_words or re.search(rf"\b{re.escape(word)}\b", question_sk) is not None
+
+
+def _bare_kind(words: list[str], sk: str, question_sk: str, reference_words: list[str]) -> str | None:
+    """ "bare_opener" / "verdict_only" when the words carry no answer (module docstring), else None."""
+    if reference_words and all(w in words for w in reference_words):
+        return None  # the reference's own words: an answer, whatever they look like
+    last = len(words) - 1  # "a" and "i" are an article and a pronoun before other words, a choice when last
+    grading = [w for i, w in enumerate(words)
+               if not (_made_of(w, FILLER) or (w in ("a", "i") and i < last))]
+    if not grading:
+        return "bare_opener"
+    if any(w not in GRADING for w in grading):
+        return None
+    if any(_offered(w, question_sk, reference_words) for w in grading):
+        return None
+    if set(grading) <= YES_WORDS:
+        yes_no_question = _YES_NO_QUESTION.search(question_sk) is not None
+        formatted = _MARKUP.search(sk.strip()) is not None or _LABEL.search(sk) is not None
+        if yes_no_question or not formatted:
+            return None
+    return "verdict_only"
+
+
+def _refuses(sk: str) -> bool:
+    """A refusal opens the response, or follows sentences of openers only ("Sure! I'm sorry, but I can't")."""
+    for sentence in _SENTENCE.findall(sk[:2000]):
+        text = re.sub(r"^[\W_]+", "", sentence)
+        if _REFUSAL.search(text):
+            return True
+        if not all(_made_of(w, FILLER) or w in ("a", "i") for w in _words(text)):
+            return False
+    return False
+
+
+def precheck(response: str, *, prompt: str | None = None, reference: str | None = None,
+             max_chars: int = 200_000) -> str | None:
+    """The reason ``response`` must not reach the judge, or None. Reasons: "not_text", "too_long", "empty",
+    "empty_answer", "bare_opener", "verdict_only", "prompt_echo", "refusal", "meta_talk", "grading_template"."""
     if not isinstance(response, str):
         return "not_text"
     if len(response) > max_chars:
         return "too_long"
-    norm = normalise(response)
-    if sum(ch.isalnum() for ch in norm) < _MIN_CONTENT_CHARS:
+    sk = skeleton(response)
+    if not any(ch.isalnum() for ch in sk):
         return "empty"
-    if not _strip_openers(norm):
-        return "bare_opener"
-    if isinstance(prompt, str) and prompt.strip() and norm == normalise(prompt):
-        return "prompt_echo"
-    head = response.lstrip()[:300]
-    if _REFUSAL.search(head):
-        return "refusal"
-    if _META.search(response[-2000:]) or _META.search(response[:2000]):
+    if _answer_containers_empty(sk):
+        return "empty_answer"
+    question_sk = skeleton(prompt) if isinstance(prompt, str) else ""
+    reference_words = _words(skeleton(reference)) if isinstance(reference, str) else []
+    plain = _LATEX_WORD.sub(" ", _STEP_NUMBER.sub(" ", _PERFECT_SCORE.sub(" perfectscore ", _TAG.sub(" ", sk))))
+    words = _words(plain)
+    kind = None if any(ch.isdigit() for w in words for ch in w) else _bare_kind(words, sk, question_sk,
+                                                                                 reference_words)
+    if kind == "bare_opener":
+        return kind
+    if _TEMPLATE.search(sk):
+        return "grading_template"
+    if _META.search(sk):
         return "meta_talk"
+    if kind:
+        return kind
+    if question_sk.strip():
+        question_words = [w for w in _words(question_sk) if not _made_of(w, FILLER)]
+        if question_words and [w for w in _words(sk) if not _made_of(w, FILLER)] == question_words:
+            return "prompt_echo"
+    if _refuses(sk):
+        return "refusal"
     return None

@@ -59,15 +59,20 @@ def question_of(prompt: Any, meta: dict[str, Any] | None) -> str:
 
 def build_messages(response: str, reference: Any, question: str, *, template: str | None = None,
                    system: str | None = None, graded: bool = False, scale: int = 10,
-                   max_chars: int = 16_000) -> list[dict[str, str]]:
+                   max_chars: int = 16_000, max_response_chars: int = 16_000) -> list[dict[str, str]]:
     """Chat messages for one judgement. ``template`` is a name in TEMPLATES or a format string with
-    {question}, {reference} and {response}; the default uses the reference when there is one."""
+    {question}, {reference} and {response}; the default uses the reference when there is one. The question and
+    reference are cut at ``max_chars``; the response is never cut (a judge must not grade part of a response as
+    if it were whole): one longer than ``max_response_chars`` is a ValueError."""
+    if len(response) > max_response_chars:
+        raise ValueError(f"the response has {len(response)} characters, more than the {max_response_chars} a judge "
+                         "is shown; it is not cut")
     if template is None:
         template = "no_reference" if reference in (None, "") else "reference"
     text = TEMPLATES.get(template, template)
     ref = reference if isinstance(reference, str) else ("" if reference is None else str(reference))
     body = text.format(question=_defuse(question[:max_chars]), reference=_defuse(ref[:max_chars]),
-                       response=_defuse(response[:max_chars]))
+                       response=_defuse(response))
     if graded:
         body += GRADED_SUFFIX.format(scale=scale)
     return [{"role": "system", "content": system or SYSTEM}, {"role": "user", "content": body}]
