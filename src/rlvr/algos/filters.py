@@ -13,12 +13,13 @@ import torch
 
 
 def informative(rewards: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Bool [N]: True where the response's group has rewards that are not all equal.
+    """Bool [N]: True where the response's group has values that are not all equal.
 
     DAPO dynamic sampling (Yu et al., 2025, Eq. 11, constraint 0 < |{o_i | is_equivalent(a, o_i)}| < G): groups whose
-    responses are all correct or all wrong give zero advantage and are dropped. Generalised here to "group reward std
-    > 0", tested with exact equality (group max != group min). A group of size 1 is never informative. Groups may be
-    non-contiguous and of any size.
+    responses are all correct or all wrong are dropped. The trainer passes the verifier's scores (correctness, as
+    DAPO and verl's filter_groups metric "acc"), not the shaped reward, so a length penalty alone does not make an
+    all-wrong group informative. Generalised here to "group std > 0" (partial credit), tested with exact equality
+    (group max != group min). A group of size 1 is never informative. Groups may be non-contiguous and of any size.
     """
     if rewards.shape != index.shape or rewards.dim() != 1:
         raise ValueError(

@@ -26,7 +26,7 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
     samples, collected = collect_rollouts(
         run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
         dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
-        prompt_policy=run.prompt_policy,
+        prompt_policy=run.prompt_policy, metric=getattr(cfg.algo, "dynamic_sampling_metric", "score"),
     )
     baseline = None
     if "baseline_rewards" in advantages.needs(cfg.algo.advantage):

@@ -4,6 +4,8 @@ of informative groups, and ReMax's greedy baseline."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rlvr.algos import filters
@@ -12,13 +14,32 @@ from rlvr.rollout.base import concat_batches, select_rows
 from rlvr.rollout.episodes import PromptPolicy, Scoring, ScoredSamples, generate_and_score
 from rlvr.tasks import PromptSampler
 
+# What DAPO's dynamic sampling compares within a group (algo.dynamic_sampling_metric): "score", the task verifier's
+# scores, is DAPO's constraint 0 < |{o_i | is_equivalent(a, o_i)}| < G (Yu et al., 2025, Eq. 11) and verl's
+# filter_groups metric "acc"; "reward", the composed reward, also counts shaping terms such as the soft overlong
+# penalty, so a group of wrong answers of different lengths would pass as informative.
+DYNAMIC_SAMPLING_METRICS: dict[str, Callable[[ScoredSamples], list[float]]] = {
+    "score": lambda samples: [v.score for v in samples.verdicts],
+    "reward": lambda samples: list(samples.rewards),
+}
+
+
+def dynamic_sampling_metric(metric: str) -> Callable[[ScoredSamples], list[float]]:
+    """The per-row values whose spread within a group makes the group informative (DYNAMIC_SAMPLING_METRICS)."""
+    if metric not in DYNAMIC_SAMPLING_METRICS:
+        raise ValueError(f"algo.dynamic_sampling_metric: expected one of {', '.join(DYNAMIC_SAMPLING_METRICS)}, "
+                         f"got {metric!r}")
+    return DYNAMIC_SAMPLING_METRICS[metric]
+
 
 def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: SamplingParams, scoring: Scoring, *,
                      prompts: int, dynamic_sampling: bool, max_rounds: int, step: int = 0,
-                     prompt_policy: PromptPolicy | None = None) -> tuple[ScoredSamples, dict]:
+                     prompt_policy: PromptPolicy | None = None, metric: str = "score") -> tuple[ScoredSamples, dict]:
     """``prompts`` prompts x params.n responses, and metrics of the collection. With DAPO dynamic sampling (Yu et al.,
-    2025, Eq. 11), keep only groups whose rewards differ and sample more rounds until the step holds ``prompts``
-    such groups or ``max_rounds`` rounds were spent (logged as "dynamic_sampling_cap_hit")."""
+    2025, Eq. 11), keep only groups whose verifier scores differ (``metric="reward"``: whose composed rewards differ)
+    and sample more rounds until the step holds ``prompts`` such groups or ``max_rounds`` rounds were spent (logged
+    as "dynamic_sampling_cap_hit")."""
+    values_of = dynamic_sampling_metric(metric) if dynamic_sampling else None  # an unknown metric fails first
     first = generate_and_score(engine, tokenizer, sampler.next(prompts), params, scoring, step=step, prompts=prompt_policy)
     observe(sampler, first)
     if not dynamic_sampling:
@@ -26,8 +47,8 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
     kept: list[ScoredSamples] = []
     n_kept, rounds, current = 0, 1, first
     while True:
-        rewards = torch.tensor(current.rewards)
-        useful = filters.informative(rewards, current.batch.group_index.cpu()).view(-1, params.n)[:, 0]
+        values = torch.tensor(values_of(current), dtype=torch.float64)
+        useful = filters.informative(values, current.batch.group_index.cpu()).view(-1, params.n)[:, 0]
         groups = useful.nonzero().squeeze(-1)[: prompts - n_kept]
         if groups.numel():
             rows = (groups.unsqueeze(-1) * params.n + torch.arange(params.n)).flatten()
@@ -41,7 +62,7 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
         rounds += 1
     metrics = {"sampling_rounds": rounds, "dynamic_sampling_cap_hit": int(n_kept < prompts),
                "informative_groups": n_kept, **first.metrics}
-    if not kept:  # no group had mixed rewards: train on the first round (outcome advantages are 0 there)
+    if not kept:  # no group had answers of different correctness: train on the first round
         return first, metrics
     merged = ScoredSamples(
         concat_batches([r.batch for r in kept], tokenizer.pad_token_id),
