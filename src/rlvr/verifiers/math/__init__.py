@@ -270,6 +270,8 @@ def decide(
         if stage is not Stage.SYMBOLIC:  # only the worker may run latex2sympy (unbounded)
             return None
         return _latex2sympy_verdict(norm, ref_norm if isinstance(reference, str) else None, got, ref)
+    if is_multi(got) and not is_multi(ref):
+        got = _one_value(got)
     if _several_for_one(got, ref):
         return _v(0.0, Status.INCORRECT, "multiple_answers")
 
@@ -311,6 +313,20 @@ def _plain_numbers_verdict(norm: str, ref_norm: str) -> Verdict | None:
             return _v(1.0, Status.CORRECT, "equivalent")
         return _v(0.0, Status.INCORRECT, "not_equivalent")
     return None
+
+
+def _one_value(got: AnswerValue) -> AnswerValue:
+    """A list whose values are all the same value in different spellings (``\\pm 0``, ``\\frac{1}{2} or 0.5``)
+    as that one value; any other answer unchanged."""
+    items = got.items  # type: ignore[union-attr]
+    if len(items) < 2 or len(items) > MAX_DISTINCT_BOXES:
+        return got
+    try:
+        same = all(equivalent(x, items[0], Comparison(prover=_no_proof, refute_first=True)) is True
+                   for x in items[1:])
+    except TooComplex:
+        return got
+    return items[0] if same else got
 
 
 def _several_for_one(got: AnswerValue, ref: AnswerValue) -> bool:

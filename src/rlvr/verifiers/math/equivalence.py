@@ -3,7 +3,8 @@
 1. identical normalised strings (done by the caller) or identical trees
 2. exact rational arithmetic (exact.py) when both sides are rational constants
 3. numeric comparison when both sides are constants: floats refute; equality is confirmed with 60 digits
-   (to ``rel_tol``/``abs_tol`` only when an answer holds a decimal literal, which is inexact by nature)
+   (to ``rel_tol``/``abs_tol`` only when one side IS a decimal the answer wrote, which is inexact by nature:
+   ``1.41421356237`` for ``\\sqrt{2}``; an exact form built from decimals, ``\\sqrt{9.0000000002}``, is exact)
 4. polynomials in their variables: exact normal forms (expanded, rational coefficients), inline
 5. other expressions with variables: random-point probing over several scales (numeric.py) only ever
    refutes; the symbolic stage decides (``Comparison.prover``, SymPy in a supervised worker). When SymPy can
@@ -37,6 +38,7 @@ from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO
 from rlvr.verifiers.math.values import (
     Alternatives,
     AnswerValue,
+    ClockTime,
     Equation,
     Expression,
     FiniteSet,
@@ -60,6 +62,8 @@ PROBE_POINTS = 12
 PROBE_REL = 1e-7  # float probing tolerance (float error accumulates in arbitrary expressions)
 PRECISE_REL = 1e-45  # 60-digit agreement that counts as equality
 INTEGER_PARAMETERS = ("k", "n", "m")  # x = k\pi and x = n\pi name the same solutions
+# names of an arbitrary constant: y = Ce^x and y = ce^x name the same family
+ARBITRARY_CONSTANTS = ("C", "c", "K", "A", "C_1", "c_1", "C_0", "c_0", "k")
 
 Prover = Callable[[Tree, Tree], "bool | None"]
 
@@ -118,8 +122,10 @@ def _points(names: list[str], rng: random.Random, scales: tuple[tuple[float, flo
 
 
 def probe(x: tuple, y: tuple, names: set[str], precise_check: bool = False) -> str:
-    """"agree", "disagree" or "unknown" from evaluating both trees at random points; with
-    ``precise_check`` agreement must hold to 60 digits, not to float accuracy."""
+    """"agree", "disagree" or "unknown" from evaluating both trees at random points (of either sign); with
+    ``precise_check`` agreement must hold to 60 digits, not to float accuracy. A point where one side is real
+    and the other is not lies outside the common real domain and is skipped: ``2\\ln x`` equals ``\\ln(x^2)``
+    where both are defined."""
     rng = random.Random(0x5EED + len(names))
     ordered = sorted(names)
     agree = 0
@@ -132,10 +138,17 @@ def probe(x: tuple, y: tuple, names: set[str], precise_check: bool = False) -> s
             vx, vy = evaluate(x, env, nums), evaluate(y, env, nums)
         except (NotNumeric, TooComplex):
             continue
-        if not _close(vx, vy, rel, 1e-50 if precise_check else 1e-9):
+        tiny = 1e-50 if precise_check else 1e-9
+        if _real(vx, tiny) != _real(vy, tiny):
+            continue  # outside one side's real domain (\ln x at x < 0): the identity is not tested there
+        if not _close(vx, vy, rel, tiny):
             return "disagree"
         agree += 1
     return "agree" if agree >= 3 else "unknown"
+
+
+def _real(z: Any, tiny: float) -> bool:
+    return abs(z.imag) <= max(tiny, 1e-12 * abs(z.real)) if tiny > 1e-40 else abs(z.imag) <= max(tiny, 1e-40 * abs(z.real))
 
 
 def _rename(a: tuple, names: dict[str, str]) -> tuple:
@@ -152,11 +165,33 @@ def _rename(a: tuple, names: dict[str, str]) -> tuple:
 
 
 def _same_parameter(x: tuple, y: tuple, nx: set[str], ny: set[str]) -> tuple:
-    """``y`` with its integer parameter named as ``x``'s (x = k\\pi and x = n\\pi are the same solutions)."""
+    """``y`` with its integer parameter or arbitrary constant named as ``x``'s (x = k\\pi and x = n\\pi are the
+    same solutions; y = Cx^2 and y = cx^2 the same family)."""
     only_x, only_y = nx - ny, ny - nx
-    if len(only_x) == 1 == len(only_y) and {*only_x, *only_y} <= set(INTEGER_PARAMETERS):
+    names = {*only_x, *only_y}
+    if len(only_x) == 1 == len(only_y) and (names <= set(INTEGER_PARAMETERS) or names <= set(ARBITRARY_CONSTANTS)):
         return _rename(y, {next(iter(only_y)): next(iter(only_x))})
     return y
+
+
+def written_decimal(a: Tree) -> bool:
+    """``a`` is a decimal as written (``1.414``, ``-2.5``, ``1.5 \times 10^{3}``), possibly scaled by rational
+    constants (a quantity in its base unit): the one kind of value a tolerance applies to."""
+    while a[0] == "neg":
+        a = a[1]
+    if a[0] == "num":
+        return a[1].denominator != 1
+    if a[0] == "mul":
+        decimals = [t for t in a[1] if written_decimal(t)]
+        return len(decimals) == 1 and all(t is decimals[0] or _rational_literal(t) for t in a[1])
+    return False
+
+
+def _rational_literal(a: Tree) -> bool:
+    """A number, or a power of numbers (10^{3})."""
+    if a[0] == "num":
+        return True
+    return a[0] == "pow" and a[1][0] == "num" and (a[2][0] == "num" or a[2][0] == "neg" and a[2][1][0] == "num")
 
 
 def _constants_equal(x: tuple, y: tuple, px: bool, py: bool, cmp: Comparison) -> bool | None:
@@ -169,7 +204,7 @@ def _constants_equal(x: tuple, y: tuple, px: bool, py: bool, cmp: Comparison) ->
     pairs = _scales(cx, cy, px, py, cmp.percent)
     if not any(_close(a, b, max(cmp.rel_tol, 1e-12), max(cmp.abs_tol, 1e-300)) for a, b in pairs):
         return False
-    if cmp.inexact:
+    if cmp.inexact and (written_decimal(x) or written_decimal(y)):
         return any(_close(a, b, cmp.rel_tol, cmp.abs_tol) for a, b in pairs)
     budget.check()
     nums = precise()
@@ -300,6 +335,10 @@ def _equation_value(a: Equation, cmp: Comparison) -> AnswerValue | None:
     of ``label = ... = value`` (``AB = 4``, ``2 + 3 = 5``). None when a constant side contradicts it
     (``x = 13 = 12``) or a side is neither a label nor a constant (``3x = 6`` is no labelled 6)."""
     last = _side(a.sides[-1])
+    if len(a.sides) == 2 and last is not None and last[0] == "sym":  # 7 = y: the value is on the left
+        first = _side(a.sides[0])
+        if first is not None and not free_symbols(first):
+            return a.sides[0]
     for value, label in zip(a.sides[:-1], a.labels):
         side = _side(value)
         if side is not None and not free_symbols(side):
@@ -308,6 +347,19 @@ def _equation_value(a: Equation, cmp: Comparison) -> AnswerValue | None:
         elif not label:
             return None
     return a.sides[-1]
+
+
+def _parameter_as(eq: Equation, value: AnswerValue, other: AnswerValue) -> AnswerValue:
+    """The value of ``f(t) = t^2 + 1`` with its parameter named as the other answer's one variable (x^2 + 1)."""
+    if eq.function is None or len(eq.function[1]) != 1 or not isinstance(value, Expression):
+        return value
+    if not isinstance(other, Expression):
+        return value
+    theirs, ours = free_symbols(other.tree), free_symbols(value.tree)
+    parameter = eq.function[1][0]
+    if len(theirs) != 1 or parameter not in ours or theirs <= ours:
+        return value
+    return Expression(_rename(value.tree, {parameter: next(iter(theirs))}), value.percent, value.noun)
 
 
 def _function_renamed(a: Equation, b: Equation) -> dict[str, str]:
@@ -358,7 +410,7 @@ def quantities_equal(a: Quantity, b: Quantity, cmp: Comparison) -> bool | None:
 
 def quantity_vs_bare(q: Quantity, e: Expression, cmp: Comparison) -> bool | None:
     """A bare number against a quantity is read in the quantity's unit; against degrees, also as radians."""
-    if e.percent:
+    if e.percent or e.noun:  # "4 tons" is no "4 kg": a word we do not know is no missing unit
         return False
     same = expressions_equal(q.value, e.tree, cmp)
     if same is not True and q.unit == "deg":
@@ -370,8 +422,34 @@ def expression_values_equal(a: Expression, b: Expression, cmp: Comparison) -> bo
     return expressions_equal(a.tree, b.tree, cmp, a.percent, b.percent)
 
 
+def _as_clock(r: Ratio) -> ClockTime | None:
+    """``H:MM`` (an hour up to 24, two-digit minutes) read as a time of day, None for any other ratio."""
+    if len(r.terms) != 2 or any(t[0] != "num" or t[1].denominator != 1 for t in r.terms):
+        return None
+    hours, minutes = int(r.terms[0][1]), int(r.terms[1][1])
+    if not (0 <= hours <= 24 and 10 <= minutes < 60):
+        return None
+    return ClockTime(hours * 3600 + minutes * 60, hours == 0 or hours > 12)
+
+
+def clock_times_equal(a: ClockTime, b: ClockTime, cmp: Comparison) -> bool | None:
+    """The same time of day; 2:00 is also 14:00 unless both say am or pm."""
+    if a.seconds == b.seconds:
+        return True
+    return not (a.half_day_known and b.half_day_known) and (a.seconds - b.seconds) % (12 * 3600) == 0
+
+
+def clock_vs_ratio(a: ClockTime, b: Ratio, cmp: Comparison) -> bool | None:
+    clock = _as_clock(b)
+    return False if clock is None else clock_times_equal(a, clock, cmp)
+
+
 def ratios_equal(a: Ratio, b: Ratio, cmp: Comparison) -> bool | None:
-    """a1:a2:... equals b1:b2:... when every term is in the same proportion."""
+    """a1:a2:... equals b1:b2:... when every term is in the same proportion; two ``H:MM`` are times of day
+    (2:00 is not 10:00)."""
+    ca, cb = _as_clock(a), _as_clock(b)
+    if ca is not None and cb is not None:
+        return clock_times_equal(ca, cb, cmp)
     xs, ys = a.terms, b.terms
     if len(xs) != len(ys):
         return False
@@ -414,7 +492,46 @@ def tuple_vs_interval(t: OrderedTuple, iv: Interval, cmp: Comparison) -> bool | 
     return intervals_equal(Interval(False, t.items[0].tree, t.items[1].tree, False), iv, cmp)  # type: ignore[union-attr]
 
 
-def unions_equal(a: IntervalUnion, b: IntervalUnion, cmp: Comparison) -> bool | None:
+def _merged(v: Interval | IntervalUnion) -> list[Interval] | None:
+    """The disjoint intervals of a union whose ends are all rational or infinite ([0, 1) and [1, 2] touch: [0, 2];
+    a point is [p, p]), in order; None when an end is irrational (then the parts are matched as written)."""
+    parts: list[tuple[Fraction | float, Fraction | float, Interval]] = []
+    for part in (v.parts if isinstance(v, IntervalUnion) else (v,)):
+        points = part.items if isinstance(part, FiniteSet) else (part,)
+        for p in points:
+            if isinstance(p, Expression) and not p.percent:
+                p = Interval(True, p.tree, p.tree, True)
+            if not isinstance(p, Interval):
+                return None
+            try:
+                parts.append((_end_value(p.lo), _end_value(p.hi), p))
+            except (NotRational, TooComplex):
+                return None
+    parts.sort(key=lambda t: (t[0], not t[2].lo_closed))
+    out: list[tuple[Fraction | float, Fraction | float, Interval]] = []
+    for lo, hi, iv in parts:
+        if out:
+            plo, phi, prev = out[-1]
+            if lo < phi or lo == phi and (prev.hi_closed or iv.lo_closed):
+                if hi > phi or hi == phi and iv.hi_closed:
+                    out[-1] = (plo, hi, Interval(prev.lo_closed, prev.lo, iv.hi, iv.hi_closed))
+                continue
+        out.append((lo, hi, iv))
+    return [iv for _, _, iv in out]
+
+
+def _end_value(a: Tree) -> Fraction | float:
+    sign = _inf_sign(a)
+    return sign * math.inf if sign else exact_value(a)
+
+
+def unions_equal(a: Interval | IntervalUnion, b: Interval | IntervalUnion, cmp: Comparison) -> bool | None:
+    """The same set of reals: unions are merged first when their ends are exact ([0,1) \\cup [1,2] = [0,2])."""
+    ma, mb = _merged(a), _merged(b)
+    if ma is not None and mb is not None:
+        return len(ma) == len(mb) and _all([intervals_equal(x, y, cmp) for x, y in zip(ma, mb)])
+    if isinstance(a, Interval) or isinstance(b, Interval):
+        return False
     return _matching(a.parts, b.parts, cmp)
 
 
@@ -461,11 +578,14 @@ for _ka, _kb, _fn in (
     (Quantity, Expression, quantity_vs_bare),
     (Ratio, Ratio, ratios_equal),
     (Ratio, Expression, ratio_vs_number),
+    (ClockTime, ClockTime, clock_times_equal),
+    (ClockTime, Ratio, clock_vs_ratio),
     (Text, Text, texts_equal),
     (OrderedTuple, OrderedTuple, tuples_equal),
     (Interval, Interval, intervals_equal),
     (OrderedTuple, Interval, tuple_vs_interval),
     (IntervalUnion, IntervalUnion, unions_equal),
+    (IntervalUnion, Interval, unions_equal),
     (Matrix, Matrix, matrices_equal),
     (Matrix, OrderedTuple, matrix_vs_tuple),
 ):
@@ -481,10 +601,10 @@ def _unwrapped(a: AnswerValue, b: AnswerValue, cmp: Comparison) -> bool | None |
         return equations_equal(a, b, cmp)
     if isinstance(a, Equation):
         value = _equation_value(a, cmp)
-        return False if value is None else _equivalent(value, b, cmp)
+        return False if value is None else _equivalent(_parameter_as(a, value, b), b, cmp)
     if isinstance(b, Equation):
         value = _equation_value(b, cmp)
-        return False if value is None else _equivalent(a, value, cmp)
+        return False if value is None else _equivalent(a, _parameter_as(b, value, a), cmp)
     # x = 1, y = 2 answers (1, 2): the values in the order written
     if isinstance(a, FiniteSet) and isinstance(b, OrderedTuple) or isinstance(a, OrderedTuple) and isinstance(b, FiniteSet):
         s, t = (a, b) if isinstance(a, FiniteSet) else (b, a)

@@ -16,9 +16,12 @@ from rlvr.verifiers.math.expression import parse_expr
 from rlvr.verifiers.math.normalize import FUNCTION_NAMES as _FUNCS
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER as _PLAIN_NUMBER
 from rlvr.verifiers.math.normalize import normalize
+from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO, canonical
+from rlvr.verifiers.math.words import number_in_words
 from rlvr.verifiers.math.values import (
     Alternatives,
     AnswerValue,
+    ClockTime,
     Equation,
     Expression,
     FiniteSet,
@@ -88,6 +91,7 @@ _COMMA = re.compile(r",")
 _OR = re.compile(r"\s+or\s+|\s*\\lor\s*")
 _LIST_SEP = re.compile(r"\s*;\s*|\s*,?\s+and\s+")
 _CUP = re.compile(r"\s*\\cup\s*|\s+U\s+")
+_SET_MINUS = re.compile(r"\s*\\(?:setminus|backslash|smallsetminus)(?![a-zA-Z])\s*")
 _REL = re.compile(r"<=|>=|!=|<|>")
 _EQ = re.compile(r"=")
 _RATIO = re.compile(r":")
@@ -103,7 +107,10 @@ _CONDITION_SEP = re.compile(r"\s*,\s*|\s+and\s+")
 _ALL_REALS = re.compile(r"^\s*[a-zA-Z]\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\)\s*$")
 _SET_BUILDER = re.compile(r"^\{\s*[a-zA-Z](?:_\w)?\s*(?:\\in\s*[^|:{}]*?)?\s*(?:\||\\mid|:)\s*(.+)\}$", re.S)
 _RANGE_WORDS = re.compile(r"^(?:from\s+)?(\S+)\s+(?:to|through|thru)\s+(\S+)$|^between\s+(\S+)\s+and\s+(\S+)$", re.I)
-_STRUCTURE = re.compile(r"[,;=<>:!]|\s(?:or|and|to|through|thru|U)\s|\\(?:cup|pm|mp|in|lor)(?![a-zA-Z])|^between\s")
+_STRUCTURE = re.compile(
+    r"[,;=<>:!]|\s(?:or|and|to|through|thru|U)\s|\\(?:cup|pm|mp|in|lor|setminus|backslash|smallsetminus)(?![a-zA-Z])"
+    r"|^between\s"
+)
 _FUNCTION_CALL = re.compile(r"\\(?:" + "|".join(sorted(_FUNCS)) + r")(?![a-zA-Z])")
 _UNIT = re.compile(r"^(.*?)\s*\\unit\{([^{}]*)\}$", re.S)
 _NUMBER_WORDS = re.compile(r"^(-?\d+(?:\.\d+)?)\s+([a-zA-Z][a-zA-Z\s'-]*)$", re.ASCII)
@@ -190,6 +197,9 @@ def _joined(s: str, rec: Parse) -> AnswerValue | None:
             return _conditions(parts, rec)
         # "2, 3 and 5": the commas inside the parts separate items too
         return FiniteSet(_items([q for p in parts for q in split_top(p, _COMMA)], rec))
+    parts = split_top(s, _SET_MINUS)
+    if len(parts) == 2:  # \mathbb{R} \setminus \{0\}: the set without those points
+        return _without_points(rec(parts[0]), rec(parts[1]))
     parts = split_top(s, _CUP)
     if len(parts) > 1:
         vals = [rec(p) for p in parts]
@@ -212,8 +222,26 @@ def _structure(s: str, rec: Parse) -> AnswerValue | None:
         return _equation(eq, rec)
     ratio = split_top(s, _RATIO)
     if len(ratio) > 1:
+        clock = _CLOCK.match(s)
+        if clock and (clock.group(2).startswith("0") or clock.group(3) or clock.group(4)):
+            return _clock_time(clock)
         return Ratio(tuple(parse_expr(p) for p in ratio))
     return None
+
+
+# a time of day; "2:00", "10:05", "3:15 pm" and "14:30:00" are times, "10:30" may be a ratio (equivalence.py)
+_CLOCK = re.compile(r"^([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?\s*([ap]\.?\s?m\.?)?$", re.I)
+
+
+def _clock_time(m: re.Match) -> ClockTime:
+    hours = int(m.group(1))
+    meridiem = m.group(4)
+    if meridiem:
+        if hours > 12:
+            raise ParseError("unparseable")
+        hours = hours % 12 + (12 if meridiem[0].lower() == "p" else 0)
+    known = bool(meridiem) or hours == 0 or hours > 12
+    return ClockTime(hours * 3600 + int(m.group(2)) * 60 + int(m.group(3) or 0), known)
 
 
 def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
@@ -237,8 +265,8 @@ def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
     if len(items) > MAX_ITEMS:
         raise TooComplex("too_many_items")
     if s[0] == "{" and s[-1] == "}":
-        if len(items) > 1:
-            return FiniteSet(_items(items, rec))
+        if len(items) > 1:  # a set: an element written twice is there once
+            return FiniteSet(tuple(dict.fromkeys(_items(items, rec))))
         return rec(inner) if inner.strip() else FiniteSet(())
     if len(items) == 2 and (s[0] == "[" or s[-1] == "]") and s[0] != "{" and s[-1] != "}":
         lo, hi = (_tree_of(rec(p)) for p in items)
@@ -251,7 +279,11 @@ def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
 
 
 def _quantity_or_expression(s: str, rec: Parse) -> AnswerValue:
-    """A value with a unit, an expression (with a percent sign), a number with words, or text."""
+    """A value with a unit (or several: 2 m 50 cm), an expression (with a percent sign), a number with words,
+    a number in words, or text."""
+    compound = _compound_quantity(s) if _COMPOUND.fullmatch(s) else None
+    if compound is not None:
+        return compound
     unit = _UNIT.match(s) if "\\unit{" in s else None
     if unit and unit.group(2) == "deg" and (_FUNCTION_CALL.search(unit.group(1)) or "\\unit{" in unit.group(1)):
         unit = None  # \sin 30^\circ, 30^\circ + 15^\circ: the degree signs belong to the terms
@@ -270,8 +302,59 @@ def _quantity_or_expression(s: str, rec: Parse) -> AnswerValue:
         return Expression(parse_expr(s), pct)
     except ParseError as exc:
         if exc.args and exc.args[0] == "text" and not pct:
+            worded = number_in_words(s)
+            if worded is not None:
+                return Expression(("num", worded) if worded >= 0 else ("neg", ("num", -worded)))
             return _number_with_words(s) or Text(text_key(s))
         raise
+
+
+_COMPOUND_PART = re.compile(r"\s*(?:and\s+|,\s*)?(\d+(?:\.\d+)?)\s*(?:\\unit\{([^{}]+)\}|([a-zA-Z]+))")
+_COMPOUND = re.compile(r"(?:" + _COMPOUND_PART.pattern + r"){2,6}\s*")
+
+
+def _compound_quantity(s: str) -> Quantity | None:
+    """``2 m 50 cm``, ``1 hour and 30 minutes``: one quantity in the smallest of its units, None unless every
+    part has a unit of one dimension (temperatures and angles in degrees never add up this way)."""
+    values, names = [], []
+    for m in _COMPOUND_PART.finditer(s):
+        unit = m.group(2) or canonical(m.group(3))
+        if not unit or unit not in SIZES or unit in TEMPERATURE_ZERO or unit == "deg":
+            return None
+        values.append(Fraction(m.group(1)) if "." in m.group(1) else Fraction(int(m.group(1))))
+        names.append(unit)
+    if len({SIZES[u][0] for u in names}) != 1 or len(set(names)) != len(names):
+        return None
+    smallest = min(names, key=lambda u: SIZES[u][1])
+    total = sum(v * SIZES[u][1] / SIZES[smallest][1] for v, u in zip(values, names))
+    return Quantity(("num", Fraction(total)), smallest)
+
+
+def _without_points(base: AnswerValue, removed: AnswerValue) -> IntervalUnion:
+    """An interval or union of intervals without a finite set of points (rational ones)."""
+    points = removed.items if isinstance(removed, FiniteSet) else (removed,)
+    if isinstance(base, OrderedTuple):  # (a, b): the open interval
+        base = _as_interval(base)
+    if not isinstance(base, (Interval, IntervalUnion)) or not points:
+        raise ParseError("unparseable")
+    parts = [base] if isinstance(base, Interval) else list(base.parts)
+    for point in points:
+        if not isinstance(point, Expression) or point.percent:
+            raise ParseError("unparseable")
+        at = _bound(point.tree)
+        split: list[AnswerValue] = []
+        for iv in parts:
+            if not isinstance(iv, Interval):
+                raise ParseError("unparseable")
+            lo, hi = _bound(iv.lo), _bound(iv.hi)
+            if lo < at < hi:
+                split += [Interval(iv.lo_closed, iv.lo, point.tree, False), Interval(False, point.tree, iv.hi, iv.hi_closed)]
+            elif at == lo and iv.lo_closed or at == hi and iv.hi_closed:
+                split.append(Interval(iv.lo_closed and at != lo, iv.lo, iv.hi, iv.hi_closed and at != hi))
+            else:
+                split.append(iv)
+        parts = split
+    return IntervalUnion(tuple(parts))
 
 
 def _items(parts: list[str], rec: Parse) -> tuple[AnswerValue, ...]:
@@ -367,7 +450,7 @@ def _number_with_words(s: str) -> Expression | None:
         return Expression(number, True)
     if first in CHANGERS:
         return None
-    return Expression(number)
+    return Expression(number, noun=" ".join(words))
 
 
 def text_key(s: str) -> str:

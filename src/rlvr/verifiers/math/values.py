@@ -15,10 +15,12 @@ Tree = tuple  # an expression tree (expression.py)
 
 @dataclass(frozen=True, slots=True)
 class Expression:
-    """A number or an expression; ``percent`` when it was written with a percent sign (50\\%)."""
+    """A number or an expression; ``percent`` when it was written with a percent sign (50\\%); ``noun`` the word
+    after a number that is no unit we know ("12 cookies"): equal to the bare number, never to a quantity."""
 
     tree: Tree
     percent: bool = False
+    noun: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,15 @@ class Ratio:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockTime:
+    """A time of day (``2:00``, ``10:30 pm``, ``14:05:30``) in seconds after midnight; ``half_day_known`` when
+    am/pm was written or the hour says it (13-23, 0): otherwise 2:00 may be 14:00."""
+
+    seconds: int
+    half_day_known: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
     """A matrix's rows of cell expressions."""
 
@@ -109,7 +120,7 @@ class Text:
 
 AnswerValue = Union[
     Expression, Quantity, Equation, Interval, IntervalUnion, FiniteSet, Alternatives, OrderedTuple,
-    IntegerRange, Ratio, Matrix, Text,
+    IntegerRange, Ratio, ClockTime, Matrix, Text,
 ]
 
 
@@ -128,6 +139,6 @@ def is_multi(v: AnswerValue) -> bool:
 
 
 __all__ = [
-    "Alternatives", "AnswerValue", "Equation", "Expression", "FiniteSet", "IntegerRange", "Interval",
+    "Alternatives", "AnswerValue", "ClockTime", "Equation", "Expression", "FiniteSet", "IntegerRange", "Interval",
     "IntervalUnion", "Matrix", "OrderedTuple", "Quantity", "Ratio", "Text", "Tree", "is_multi", "members",
 ]
