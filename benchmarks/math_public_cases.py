@@ -1,10 +1,15 @@
-"""rlvr's math verifier and Math-Verify on the public comparison cases, one table row per source.
+"""rlvr's math verifier and Math-Verify on public answer-equivalence cases, one table row per source.
 
-    python benchmarks/math_public_cases.py [--cases tests/data/math_public_cases.jsonl] [--show 50]
+    python benchmarks/math_public_cases.py [--cases FILE ...] [--show 50]
 
-Each case (tests/data/math_public_cases.jsonl) names the project whose tests or benchmark it is modelled on
-("source"), a response, the gold reference and the verdict a careful grader gives ("expected"). Prints, per
-source, how often each verifier agrees with the expected verdict, then every case where they differ.
+The cases live in tests/data/math_public_*.jsonl. Each names its source ("source") and, for cases taken from
+another project's tests or grader, the repository, path and commit they come from ("repo", "path", "commit",
+"test"); a response (or, for graders that compare extracted answers, the "answer"), the gold reference and the expected verdict ("expected"). Where we think the source's
+authors decided wrong, "expected" is our verdict, "source_expected" keeps theirs and "note" says why.
+Cases on which rlvr is known to be wrong carry "rlvr_known_wrong": the family and why (docs/verifiers.md).
+
+Prints, per source: cases, how many verdicts each verifier gets right, both wrong, rlvr-only wrong,
+Math-Verify-only wrong, and the p50/p99 latency of one rlvr call; then every case either gets wrong.
 Needs `pip install math-verify` (the `bench` extra).
 """
 
@@ -13,69 +18,149 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
+import time
 
-CASES = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "math_public_cases.jsonl"
+DATA = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data"
+CASES = DATA / "math_public_cases.jsonl"  # the first set (cases modelled on each source's tests)
+
+# A reference written inside one pair of math delimiters, as other projects' tests write golds for their parsers.
+_DELIMITED = re.compile(r"^\s*(?:\$\$(?P<a>.*)\$\$|\$(?P<b>[^$]*)\$|\\\((?P<c>.*)\\\)|\\\[(?P<d>.*)\\\])\s*$", re.S)
 
 
-def load_cases(path: str | pathlib.Path = CASES) -> list[dict]:
-    """The cases of a JSONL file, one object per line."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def case_files() -> list[pathlib.Path]:
+    """Every public case file, the first set first."""
+    return [CASES] + sorted(p for p in DATA.glob("math_public_*.jsonl") if p != CASES)
+
+
+def load_cases(*paths: str | pathlib.Path) -> list[dict]:
+    """The cases of the given JSONL files (default: every public case file), one object per line; each gets
+    "file" (its file's name) and "id" (file:line) unless it has one."""
+    rows = []
+    for path in paths or case_files():
+        path = pathlib.Path(path)
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    row = json.loads(line)
+                    row.setdefault("id", f"{path.stem}:{n}")
+                    row["file"] = path.name
+                    rows.append(row)
+    return rows
+
+
+def bare_reference(reference: str) -> str:
+    """The reference without one pair of math delimiters around all of it (rlvr takes a bare gold answer, as
+    dataset columns hold it; other projects' tests wrap golds in ``$...$`` for their own parsers)."""
+    m = _DELIMITED.match(reference)
+    if not m:
+        return reference
+    return next(g for g in m.groups() if g is not None).strip()
+
+
+def response_text(case: dict) -> str:
+    """The case's response; a case that holds only an extracted answer (sources whose graders compare answers,
+    not responses) is presented as a model writes a final answer: ``The final answer is $\boxed{...}$.``"""
+    if "response" in case:
+        return case["response"]
+    return "The final answer is $\\boxed{" + case["answer"] + "}$."
 
 
 def rlvr_verdict(case: dict) -> bool:
     """rlvr's verdict on a case: full credit or not."""
     from rlvr.verifiers import verify
 
-    return verify("math", case["response"], case["reference"], timeout_s=10.0).score >= 1.0
+    return verify("math", response_text(case), bare_reference(case["reference"]), timeout_s=10.0).score >= 1.0
 
 
 def math_verify_verdict(case: dict) -> bool:
-    """Math-Verify's verdict, called as its README shows: verify(parse(gold), parse(answer))."""
+    """Math-Verify's verdict, called as its README shows: verify(parse(gold), parse(answer)). A gold without
+    delimiters is wrapped in ``$...$`` (Math-Verify's parser only reads LaTeX inside delimiters or a box)."""
     from math_verify import parse, verify
 
+    gold = case["reference"]
+    if not re.search(r"\$|\\\(|\\\[|\\boxed", gold):
+        gold = "$" + gold + "$"
     try:
-        return bool(verify(parse("$" + case["reference"] + "$"), parse(case["response"])))
+        return bool(verify(parse(gold), parse(response_text(case))))
     except Exception:
         return False
 
 
-def table(cases: list[dict], verdicts: dict[str, list[bool]]) -> list[tuple[str, int, dict[str, int]]]:
-    """(source, cases, {verifier: cases where it agrees with the expected verdict}) per source, in order."""
+def timed(fn, cases: list[dict]) -> tuple[list[bool], list[float]]:
+    """Each case's verdict and the seconds its call took."""
+    verdicts, seconds = [], []
+    for c in cases:
+        start = time.perf_counter()
+        verdicts.append(fn(c))
+        seconds.append(time.perf_counter() - start)
+    return verdicts, seconds
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def table(cases: list[dict], verdicts: dict[str, list[bool]],
+          seconds: list[float] | None = None) -> list[tuple[str, int, dict[str, float]]]:
+    """(source, cases, counts) per source, in order of first appearance. counts: right answers per verifier,
+    "both wrong", "rlvr-only wrong", "Math-Verify-only wrong" and, with ``seconds``, rlvr's p50/p99 latency."""
     rows = []
     for source in dict.fromkeys(c["source"] for c in cases):
         idx = [i for i, c in enumerate(cases) if c["source"] == source]
-        rows.append((source, len(idx), {name: sum(v[i] == cases[i]["expected"] for i in idx)
-                                        for name, v in verdicts.items()}))
+        ok = {name: [v[i] == cases[i]["expected"] for i in idx] for name, v in verdicts.items()}
+        counts: dict[str, float] = {name: sum(v) for name, v in ok.items()}
+        pairs = list(zip(ok["rlvr"], ok["Math-Verify"]))
+        counts["both wrong"] = sum(not a and not b for a, b in pairs)
+        counts["rlvr-only wrong"] = sum(not a and b for a, b in pairs)
+        counts["Math-Verify-only wrong"] = sum(a and not b for a, b in pairs)
+        if seconds is not None:
+            counts["p50 ms"] = 1000 * percentile([seconds[i] for i in idx], 0.5)
+            counts["p99 ms"] = 1000 * percentile([seconds[i] for i in idx], 0.99)
+        rows.append((source, len(idx), counts))
     return rows
+
+
+def markdown(rows: list[tuple[str, int, dict[str, float]]], seconds: list[float]) -> str:
+    head = ["source", "cases", "rlvr right", "Math-Verify right", "both wrong", "rlvr-only wrong",
+            "Math-Verify-only wrong", "rlvr p50 ms", "rlvr p99 ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    total = {k: 0 for k in ("rlvr", "Math-Verify", "both wrong", "rlvr-only wrong", "Math-Verify-only wrong")}
+    n = 0
+    for source, cases, c in rows:
+        lines.append(f"| {source} | {cases} | {c['rlvr']} | {c['Math-Verify']} | {c['both wrong']} | "
+                     f"{c['rlvr-only wrong']} | {c['Math-Verify-only wrong']} | {c['p50 ms']:.1f} | {c['p99 ms']:.1f} |")
+        n += cases
+        for k in total:
+            total[k] += c[k]
+    lines.append(f"| all | {n} | {total['rlvr']} | {total['Math-Verify']} | {total['both wrong']} | "
+                 f"{total['rlvr-only wrong']} | {total['Math-Verify-only wrong']} | "
+                 f"{1000 * percentile(seconds, 0.5):.1f} | {1000 * percentile(seconds, 0.99):.1f} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=str(CASES))
-    parser.add_argument("--show", type=int, default=50, help="disagreements to print")
+    parser.add_argument("--cases", nargs="*", help="JSONL files (default: tests/data/math_public_*.jsonl)")
+    parser.add_argument("--show", type=int, default=200, help="wrong cases to print")
     args = parser.parse_args()
-    cases = load_cases(args.cases)
-    verdicts = {"rlvr": [rlvr_verdict(c) for c in cases], "Math-Verify": [math_verify_verdict(c) for c in cases]}
-    print("| source | cases | rlvr right | Math-Verify right |")
-    print("| --- | --- | --- | --- |")
-    total = {name: 0 for name in verdicts}
-    for source, n, right in table(cases, verdicts):
-        print(f"| {source} | {n} | {right['rlvr']} | {right['Math-Verify']} |")
-        for name in total:
-            total[name] += right[name]
-    print(f"| all | {len(cases)} | {total['rlvr']} | {total['Math-Verify']} |")
-    differ = [(c, a, b) for c, a, b in zip(cases, verdicts["rlvr"], verdicts["Math-Verify"]) if a != b]
-    print(f"\ncases where the two differ: {len(differ)}")
-    for c, a, b in differ[: args.show]:
-        mark = "rlvr right" if a == c["expected"] else "Math-Verify right"
-        print(f"  [{c['source']}] {mark:17s} expected={c['expected']!s:5} ref={c['reference']!r} "
-              f"response=...{c['response'][-70:]!r}")
-    wrong = [c for c, a in zip(cases, verdicts["rlvr"]) if a != c["expected"]]
-    print(f"\nrlvr wrong on {len(wrong)}:")
-    for c in wrong:
-        print(f"  [{c['source']}] expected={c['expected']!s:5} ref={c['reference']!r} "
-              f"response=...{c['response'][-70:]!r}")
+    cases = load_cases(*(args.cases or []))
+    rlvr_verdict(cases[0])  # imports and warm-up, before timing
+    math_verify_verdict(cases[0])
+    ours, seconds = timed(rlvr_verdict, cases)
+    theirs, _ = timed(math_verify_verdict, cases)
+    verdicts = {"rlvr": ours, "Math-Verify": theirs}
+    print(markdown(table(cases, verdicts, seconds), seconds))
+    slow = sorted(zip(seconds, cases), key=lambda p: -p[0])[:5]
+    print("\nslowest rlvr calls: " + ", ".join(f"{c['id']} {1000 * s:.0f} ms" for s, c in slow))
+    wrong = [(c, a, b) for c, a, b in zip(cases, ours, theirs) if a != c["expected"] or b != c["expected"]]
+    print(f"\ncases either gets wrong: {len(wrong)}")
+    for c, a, b in wrong[: args.show]:
+        who = "both" if a != c["expected"] and b != c["expected"] else ("rlvr" if a != c["expected"] else "MV")
+        pin = " [known]" if c.get("rlvr_known_wrong") else ""
+        print(f"  {who:4s} wrong{pin} {c['id']} expected={c['expected']!s:5} ref={c['reference'][:60]!r} "
+              f"response={response_text(c)[-90:]!r}")
 
 
 if __name__ == "__main__":
