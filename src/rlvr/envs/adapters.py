@@ -4,14 +4,21 @@
 "description", "parameters"}}) with their Python implementations become Tools (run supervised like any function
 tool; the schema is kept as given).
 
-``VerifiersEnv`` (registered as ``verifiers``, option ``load``: a module with ``load_environment(**kwargs)``):
-a multi-turn environment of PrimeIntellect's ``verifiers`` package, driven through its ``env_response`` and
-``is_completed`` (sync or async, returning messages or (messages, state)). What maps: the system prompt, the
-turn loop, ``max_turns``, ``setup_state``, the per-episode ``state`` dict (with "prompt", "answer", "info",
-"responses", "turn"), the tools' OpenAI schemas (``oai_tools``). What does not: rubrics (the task's rlvr verifier
-scores the final answer; write the rubric's checks as an rlvr verifier), the package's dataset (tasks come from
-rlvr's data), structured ``tool_calls`` from an API (calls are parsed from the model's text by the task's
-``tool_format`` in rlvr's own ``tools`` environment instead), and sandboxes of a hosted service.
+``VerifiersEnv`` (registered as ``verifiers``; option ``load``: a module with ``load_environment(**load_options)``):
+a multi-turn environment of PrimeIntellect's ``verifiers`` package, written to release 0.3.1 (the ``rlvr[verifiers]``
+extra pins it). The package's own turn loop runs the episode: ``MultiTurnEnv.rollout`` with its ``setup_state``,
+``env_response``, stop conditions (``@vf.stop``: ``max_turns``, ``final_env_response``, errors, the environment's
+own), time limit and cleanup handlers; where it asks its client for the model's next message, the adapter's client
+hands the conversation to rlvr's engine and returns the text the policy wrote. What maps: the system prompt and
+few-shot messages, the turn loop, the per-episode ``state`` (``answer`` is the task's reference, ``info`` its meta),
+the environment's messages (attended to, never trained on), and the per-turn rewards an environment writes into
+``state["trajectory"][i]["reward"]`` (added to the episode's reward as the part ``verifiers``, logged as
+``reward/env/verifiers``). What does not: rubrics (the
+task's rlvr verifier scores the final answer; write the rubric's checks as an rlvr verifier), the package's datasets
+(tasks come from rlvr's data), structured ``tool_calls`` (the policy writes text; for tool use take rlvr's ``tools``
+environment), and hosted sandboxes. An environment without a turn limit (``max_turns=-1``) gets the option
+``max_turns`` (default 10). Rollouts of all episodes run on one background event loop; an environment that takes
+longer than ``turn_timeout_s`` to answer ends its episode (an environment error, counted in ``env_errors``).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import inspect
 import json
+import queue
+import threading
+import time
 from typing import Any, Callable
 
 from rlvr.envs.base import Environment, Limits, Message, Step
@@ -43,8 +52,7 @@ def openai_tools(schemas: list[dict[str, Any]], functions: dict[str, Callable[..
     return tools
 
 
-def _resolve(value: Any) -> Any:
-    return asyncio.run(value) if inspect.isawaitable(value) else value
+DEFAULT_MAX_TURNS = 10
 
 
 @functools.lru_cache(maxsize=8)
@@ -56,47 +64,177 @@ def _load(module: str, kwargs_json: str) -> Any:
     return loader(**json.loads(kwargs_json))
 
 
+def _import_verifiers():
+    try:
+        import verifiers as vf
+    except ImportError:
+        raise ImportError("environment verifiers needs the verifiers package: pip install 'rlvr[verifiers]'") from None
+    return vf
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The background event loop every episode's rollout runs on (one daemon thread for the process)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="rlvr-verifiers-env", daemon=True).start()
+        return _LOOP
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts: the text ones, in order
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(getattr(part, "text", ""))
+                       for part in content)
+    return "" if content is None else str(content)
+
+
+def _as_dict(message: Any) -> Message:
+    """A message of the package (a pydantic model or a dict) as rlvr's chat message: role and text content."""
+    data = message if isinstance(message, dict) else message.model_dump(exclude_none=True)
+    out = {"role": data.get("role", "user"), "content": _text(data.get("content"))}
+    if data.get("tool_call_id"):
+        out["tool_call_id"] = data["tool_call_id"]
+    return out
+
+
+@functools.cache
+def _policy_client_class():
+    """vf.Client whose "model" is rlvr's policy: ``get_native_response`` hands the conversation to the episode
+    (``_Turns``) and waits for the text the policy wrote."""
+    vf = _import_verifiers()
+    from verifiers.types import Response, ResponseMessage
+
+    class PolicyClient(vf.Client):
+        def setup_client(self, config):
+            return None
+
+        async def to_native_tool(self, tool):
+            return tool
+
+        async def to_native_prompt(self, messages):
+            return list(messages), {}
+
+        async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+            return await self.client.ask(prompt, kwargs.get("state"))
+
+        async def raise_from_native_response(self, response):
+            return None
+
+        async def from_native_response(self, response):
+            return Response(id=f"rlvr-{time.time_ns()}", created=int(time.time()), model="rlvr-policy",
+                            message=ResponseMessage(content=response, finish_reason="stop", is_truncated=False))
+
+        async def close(self):
+            return None
+
+    return PolicyClient
+
+
+class _Turns:
+    """The meeting point of one episode: the rollout (on the background loop) asks for the policy's message with
+    ``ask``; the trainer's thread answers with ``reply`` and reads what came next with ``next``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.events: queue.Queue = queue.Queue()
+        self.pending: asyncio.Future | None = None
+        self.state: dict[str, Any] | None = None
+
+    async def ask(self, prompt, state) -> str:
+        self.state = state
+        self.pending = self.loop.create_future()
+        self.events.put(("turn", [_as_dict(m) for m in prompt]))
+        return await self.pending
+
+    def reply(self, text: str) -> None:
+        pending, self.pending = self.pending, None
+        self.loop.call_soon_threadsafe(lambda: pending.done() or pending.set_result(text))
+
+    def next(self, timeout_s: float) -> tuple[str, Any]:
+        try:
+            return self.events.get(timeout=timeout_s)
+        except queue.Empty:
+            raise TimeoutError(f"environment verifiers: no answer from the environment within {timeout_s:g} s "
+                               "(env option turn_timeout_s)") from None
+
+
 class VerifiersEnv(Environment):
     def __init__(self, env: Any = None, *, load: str | None = None, load_options: dict[str, Any] | None = None,
-                 max_turns: int | None = None, max_turn_tokens: int = 0):
+                 max_turns: int | None = None, max_turn_tokens: int = 0, turn_timeout_s: float = 60.0):
+        vf = _import_verifiers()
         if env is None:
             if not load:
                 raise ValueError("environment verifiers: give the option load (a module with load_environment)")
             env = _load(load, json.dumps(load_options or {}, sort_keys=True))
-        for method in ("env_response", "is_completed"):
-            if not callable(getattr(env, method, None)):
-                raise TypeError(f"environment verifiers: {type(env).__name__} has no {method}() (a MultiTurnEnv)")
+        if not isinstance(env, vf.MultiTurnEnv):
+            raise TypeError(f"environment verifiers: load_environment returned a {type(env).__name__}, not a "
+                            f"verifiers.MultiTurnEnv (verifiers {vf.__version__})")
+        own_limit = int(getattr(env, "max_turns", -1) or -1)
         self.inner = env
-        self.tools = list(getattr(env, "oai_tools", None) or [])
-        self.limits = Limits(max_turns or int(getattr(env, "max_turns", 10) or 10), max_turn_tokens)
-        self.messages: list[Message] = []
-        self.state: dict[str, Any] = {}
+        self.limits = Limits(max_turns or (own_limit if own_limit > 0 else DEFAULT_MAX_TURNS), max_turn_tokens)
+        self.turn_timeout_s = turn_timeout_s
+        self.turns: _Turns | None = None
+        self.rollout = None
+        self.prompt: list[Message] = []
+        self.reported = 0.0
 
     def reset(self, task: Task) -> Prompt:
         messages = [{"role": "user", "content": task.prompt}] if isinstance(task.prompt, str) \
             else [dict(m) for m in task.prompt]
-        system = getattr(self.inner, "system_prompt", None)
-        if system and messages[0].get("role") != "system":
-            messages.insert(0, {"role": "system", "content": system})
-        self.messages = messages
-        self.state = {"prompt": list(messages), "answer": task.reference, "info": dict(task.meta), "task": task.id,
-                      "responses": [], "turn": 0}
-        if callable(getattr(self.inner, "setup_state", None)):
-            self.state = _resolve(self.inner.setup_state(self.state)) or self.state
-        return list(messages)
+        if messages[0].get("role") != "system":
+            messages[:0] = [*([{"role": "system", "content": self.inner.system_prompt}]
+                              if self.inner.system_prompt else []), *(self.inner.few_shot or [])]
+        answer = task.reference if isinstance(task.reference, str) else json.dumps(task.reference)
+        rollout_input = {"prompt": messages, "answer": answer, "info": dict(task.meta), "example_id": task.id}
+        loop = _event_loop()
+        self.turns = _Turns(loop)
+        client = _policy_client_class()(self.turns)
+        self.rollout = asyncio.run_coroutine_threadsafe(self._run(rollout_input, client), loop)
+        kind, value = self.turns.next(self.turn_timeout_s)
+        if kind != "turn":
+            self.close()
+            raise RuntimeError(f"environment verifiers: {type(self.inner).__name__} ended the episode of task "
+                               f"{task.id} before the model's first turn ({value})")
+        self.prompt = value
+        return list(value)
+
+    async def _run(self, rollout_input, client) -> None:
+        try:
+            state = await self.inner.rollout(rollout_input, client, "rlvr-policy", {})
+            self.turns.events.put(("done", state.get("stop_condition")))
+        except BaseException as exc:  # noqa: BLE001 - handed to the trainer's thread, which ends the episode
+            self.turns.events.put(("error", exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _new_rewards(self) -> dict[str, float]:
+        trajectory = (self.turns.state or {}).get("trajectory") or []
+        total = sum(float(step.get("reward") or 0.0) for step in trajectory)
+        delta, self.reported = total - self.reported, total
+        return {"verifiers": delta}
 
     def step(self, assistant: str) -> Step:
-        self.messages.append({"role": "assistant", "content": assistant})
-        self.state["responses"].append(assistant)
-        self.state["turn"] += 1
-        if _resolve(self.inner.is_completed(self.messages, self.state)) or self.state["turn"] >= self.limits.max_turns:
-            return Step(done=True, answer=assistant)
-        reply = _resolve(self.inner.env_response(self.messages, self.state))
-        if isinstance(reply, tuple):
-            reply, self.state = reply[0], reply[1] if reply[1] is not None else self.state
-        observations = [reply] if isinstance(reply, dict) else list(reply or [])
-        self.messages += observations
-        return Step(observations=[dict(m) for m in observations])
+        self.turns.reply(assistant)
+        kind, value = self.turns.next(self.turn_timeout_s)
+        if kind == "error":
+            raise value
+        rewards = self._new_rewards()
+        if kind == "done":
+            return Step(rewards=rewards, done=True, answer=assistant)
+        seen = len(self.prompt) + 1  # what the policy saw, and its own message
+        self.prompt = value
+        return Step(observations=[dict(m) for m in value[seen:]], rewards=rewards)
+
+    def close(self) -> None:
+        """Cancel a rollout still under way (the package's cleanup handlers run on the way out)."""
+        if self.rollout is not None and not self.rollout.done():
+            self.rollout.cancel()
+        self.rollout = None
 
 
 register_env("verifiers")(VerifiersEnv)
