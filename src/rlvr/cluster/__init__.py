@@ -30,6 +30,11 @@ def check_layout(cfg: Config) -> None:
             if value != single:
                 raise ConfigError(f"cluster.{key}={value} needs cluster.backend=ray (the local backend's engine shares "
                                   f"the main learner's model; use cluster.{key}={single} or cluster.backend=ray)")
+    reserved = [key for key in ("cpus_per_learner", "cpus_per_rollout_worker", "cpus_per_reward_worker")
+                if getattr(c, key) is not None]
+    if c.backend == "local" and reserved:
+        raise ConfigError(f"cluster.{reserved[0]}={getattr(c, reserved[0])} is what a Ray actor reserves and needs "
+                          "cluster.backend=ray (the local backend's processes reserve nothing)")
     if c.backend == "local" and c.address is not None:
         raise ConfigError(f"cluster.address={c.address} joins an existing Ray cluster and needs cluster.backend=ray "
                           "(the local backend starts no cluster)")

@@ -10,6 +10,10 @@ one machine as on many.
 - ``cluster.reward_workers`` reward worker actors score responses (``RewardPool``, the learner's reward runner);
   0 scores in the main learner.
 
+What each actor reserves comes from the config (rlvr.cluster.placement): ``cluster.cpus_per_learner``,
+``cluster.cpus_per_rollout_worker``, ``cluster.cpus_per_reward_worker`` CPUs (null = an equal share of the cluster's),
+and on GPUs one per learner and the engine's tensor x pipeline parallel ranks per rollout worker.
+
 ``cluster.address`` joins a running cluster (``ray start --head`` / ``ray://...``); without it a local cluster of
 this machine's cores is started for the run and stopped after it. Ray is an optional extra: pip install 'rlvr[ray]'.
 """
@@ -25,6 +29,7 @@ import torch
 
 from rlvr.cluster import free_port
 from rlvr.cluster.lifeline import start_guard
+from rlvr.cluster.placement import Placement, Reservation, plan_placement
 from rlvr.cluster.weight_transfer import NcclSender
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
@@ -33,13 +38,14 @@ from rlvr.rollout.vllm import engine_ranks
 from rlvr.train.run import prepare_run_dir
 from rlvr.verifiers import default_runner, set_default_runner
 from rlvr.verifiers.runner.api import RewardRunner
+from rlvr.errors import UserError
 
 ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 MAX_REPLACEMENTS = 3  # a share of a step is redone at most this many times before the step fails
 CLOSE_TIMEOUT_S = 30  # how long workers get to clean up before they are killed
 
 
-class RayUnavailable(ValueError):
+class RayUnavailable(UserError):
     """cluster.backend=ray without the ray package (a one-line error naming the extra to install)."""
 
 
@@ -79,11 +85,12 @@ def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
     prepare_run_dir(cfg, resume)
     started = connect(cfg)
     try:
+        plan = placement(cfg)  # a layout the cluster cannot hold fails here, before any actor waits for resources
         n = cfg.cluster.learners
-        learner = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg))(LearnerActor)
+        learner = ray.remote(num_cpus=plan.learner.cpus, num_gpus=plan.learner.gpus)(LearnerActor)
         actors = [learner.remote(rank, n) for rank in range(n)]
         init_method = ray.get(actors[0].rendezvous.remote())
-        ray.get([a.train.remote(cfg, resume, init_method) for a in actors])
+        ray.get([a.train.remote(cfg, resume, init_method, plan) for a in actors])
     finally:
         if started is not None:
             ray.shutdown()
@@ -93,19 +100,26 @@ def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
     return Path(cfg.train.out)
 
 
-def gpus_per_actor(cfg: Config) -> int:
-    """1 when the policy runs on GPUs (model.device auto or cuda, and the cluster has GPUs): every learner and every
-    rollout worker then holds one GPU of its own; 0 on CPU."""
+def _nodes() -> list[dict[str, float]]:
     import ray
 
+    return [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+
+
+def placement(cfg: Config, nodes: list[dict[str, float]] | None = None) -> Placement:
+    """What each of cfg's actors reserves on the connected Ray cluster (rlvr.cluster.placement): the
+    ``cluster.cpus_per_*`` keys or an equal share of the CPUs; with the policy on GPUs (model.device auto or cuda,
+    and the cluster has GPUs) one GPU per learner and the engine's tensor x pipeline ranks per rollout worker."""
+    nodes = _nodes() if nodes is None else nodes
+    c = cfg.cluster
+    node_gpus = [node.get("GPU", 0.0) for node in nodes]
     wants_gpu = cfg.model.device == "auto" or cfg.model.device.startswith("cuda")
-    return int(wants_gpu and ray.cluster_resources().get("GPU", 0) > 0)
-
-
-def _share(cfg: Config) -> float:
-    """CPUs each actor asks for: the run's actors share the cluster's cores (rollout workers and learners take
-    turns within a step), so a small machine holds them all."""
-    return 0.1
+    return plan_placement(learners=c.learners, rollout_workers=c.rollout_workers, reward_workers=c.reward_workers,
+                          node_cpus=[node.get("CPU", 0.0) for node in nodes], node_gpus=node_gpus,
+                          use_gpus=wants_gpu and sum(node_gpus) > 0,
+                          engine_ranks=engine_ranks(cfg.rollout.engine_options.get("llm") or {}),
+                          cpus_per_learner=c.cpus_per_learner, cpus_per_rollout_worker=c.cpus_per_rollout_worker,
+                          cpus_per_reward_worker=c.cpus_per_reward_worker)
 
 
 class LearnerActor:
@@ -121,7 +135,7 @@ class LearnerActor:
 
         return f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
 
-    def train(self, cfg: Config, resume: bool, init_method: str) -> str:
+    def train(self, cfg: Config, resume: bool, init_method: str, plan: Placement) -> str:
         from rlvr.cluster.learners import TorchLearnerGroup
         from rlvr.models import resolve_device
         from rlvr.train import train
@@ -132,12 +146,12 @@ class LearnerActor:
         pools: list[Any] = []
 
         def engine_factory(model, tokenizer):
-            pools.append(RolloutPool(model, tokenizer, cfg))
+            pools.append(RolloutPool(model, tokenizer, cfg, plan.rollout_worker))
             return pools[-1]
 
         previous = None
         if self.rank == 0 and cfg.cluster.reward_workers:
-            pools.append(RewardPool(cfg.cluster.reward_workers))
+            pools.append(RewardPool(cfg.cluster.reward_workers, plan.reward_worker))
             previous = set_default_runner(pools[-1])
         try:
             run_dir = train(cfg, resume=resume, group=group, engine_factory=engine_factory if self.rank == 0 else None)
@@ -204,7 +218,7 @@ class RolloutPool:
     through Ray's object store or, when the engines receive over NCCL (vLLM, ``weight_sync: nccl``, GPUs), as one
     broadcast from this process (rlvr.cluster.weight_transfer). ``replacements`` counts workers replaced after dying."""
 
-    def __init__(self, model, tokenizer, cfg: Config):
+    def __init__(self, model, tokenizer, cfg: Config, reservation: Reservation | None = None):
         ray = require_ray()
         self.ray, self.tokenizer, self.cfg = ray, tokenizer, cfg
         options = dict(cfg.rollout.engine_options)
@@ -212,7 +226,8 @@ class RolloutPool:
             options.setdefault("batch_size", cfg.rollout.batch_size)
         self.spec = (model.config, tokenizer, cfg.rollout.engine, options, cfg.model.dtype)
         self.device = next(model.parameters()).device
-        self.actor = ray.remote(num_cpus=_share(cfg), num_gpus=gpus_per_actor(cfg), max_restarts=0)(RolloutWorker)
+        reservation = reservation or placement(cfg).rollout_worker
+        self.actor = ray.remote(num_cpus=reservation.cpus, num_gpus=reservation.gpus, max_restarts=0)(RolloutWorker)
         self.state = ray.put(_cpu_state(model))
         self.model, self.sender = model, None
         self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
@@ -331,13 +346,17 @@ class RewardPool(RewardRunner):
     """A reward runner whose requests are scored by ``workers`` RewardWorker actors, each taking a contiguous share
     of a batch; verdicts come back in input order. A worker that dies (its process killed, its node lost) is
     replaced and its share scored again. Statistics are the live workers' summed (latencies: their largest), with
-    the replacements counted among "worker_restarts"."""
+    the replacements counted among "worker_restarts". Each worker reserves ``reservation`` (default: an equal share of
+    the cluster's CPUs among the workers)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, reservation: Reservation | None = None):
         super().__init__(workers=1)
         ray = require_ray()
         self.ray = ray
-        self.actor = ray.remote(num_cpus=0.1, max_restarts=0)(RewardWorker)
+        if reservation is None:
+            reservation = plan_placement(learners=0, rollout_workers=0, reward_workers=workers,
+                                         node_cpus=[node.get("CPU", 0.0) for node in _nodes()]).reward_worker
+        self.actor = ray.remote(num_cpus=reservation.cpus, max_restarts=0)(RewardWorker)
         self.actors = [self._start() for _ in range(workers)]
         self.replacements = 0
 
