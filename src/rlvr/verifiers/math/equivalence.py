@@ -525,6 +525,13 @@ def _end_value(a: Tree) -> Fraction | float:
     return sign * math.inf if sign else exact_value(a)
 
 
+def union_vs_tuple(a: IntervalUnion, t: OrderedTuple, cmp: Comparison) -> bool | None:
+    """(a, b) written for the open interval a union may merge into."""
+    if len(t.items) != 2 or any(not isinstance(x, Expression) or x.percent for x in t.items):
+        return False
+    return unions_equal(a, Interval(False, t.items[0].tree, t.items[1].tree, False), cmp)  # type: ignore[union-attr]
+
+
 def unions_equal(a: Interval | IntervalUnion, b: Interval | IntervalUnion, cmp: Comparison) -> bool | None:
     """The same set of reals: unions are merged first when their ends are exact ([0,1) \\cup [1,2] = [0,2])."""
     ma, mb = _merged(a), _merged(b)
@@ -586,6 +593,7 @@ for _ka, _kb, _fn in (
     (OrderedTuple, Interval, tuple_vs_interval),
     (IntervalUnion, IntervalUnion, unions_equal),
     (IntervalUnion, Interval, unions_equal),
+    (IntervalUnion, OrderedTuple, union_vs_tuple),
     (Matrix, Matrix, matrices_equal),
     (Matrix, OrderedTuple, matrix_vs_tuple),
 ):

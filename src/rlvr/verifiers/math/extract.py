@@ -315,7 +315,7 @@ _RETRACTED = re.compile(
 # a value offered as an alternative after the final answer: "or perhaps 6", "(or 6)", "it could also be 7"
 _VALUE = r"(\$[^$]{1,200}\$|\\\(.{1,200}?\\\)|\\(?:boxed|fbox|framebox)\s*\{[^{}]{1,200}\}|-?\d+(?:[.,/:]\d+)*%?)"
 _NEAR_ALTERNATIVE = re.compile(  # right after the container, in the same sentence
-    r"^[^\n.]{0,40}?\bor\b(?:\s+(?:perhaps|maybe|possibly|rather|else|alternatively|possibly))?[\s,:]*"
+    r"^[\s$.,;:)\]]*[^\n.]{0,40}?\bor\b(?:\s+(?:perhaps|maybe|possibly|rather|else|alternatively|possibly))?[\s,:]*"
     r"(?:(?:it\s+(?:is|could\s+be|might\s+be)|the\s+answer\s+(?:is|could\s+be|might\s+be)|even|just)\s+)?" + _VALUE,
     re.I,
 )
@@ -326,6 +326,8 @@ _FAR_ALTERNATIVE = re.compile(  # anywhere after it
     r"might\s+be|would\s+be)|be|is)\s+)?" + _VALUE,
     re.I,
 )
+_TAIL_TEXT = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox)\s*\{([^{}]*)\}")  # words in LaTeX, read as words
+_TAIL_LATEX = re.compile(r"\\(?:q?quad|[,;:! ])")  # spacing
 TAIL_CHARS = 3000  # how far after the final container hedges are looked for
 
 
@@ -341,7 +343,8 @@ def _tail_candidates(response: str, low: str, end: int) -> list[str] | None:
         value = _clean_marker_text(tail[marker:])
         if value and len(value) <= 200:
             out.append(value)
-    for m in (_NEAR_ALTERNATIVE.match(tail), *_FAR_ALTERNATIVE.finditer(tail)):
+    words = _TAIL_LATEX.sub(" ", _TAIL_TEXT.sub(r" \1 ", tail)) if "\\" in tail else tail
+    for m in (_NEAR_ALTERNATIVE.match(words), *_FAR_ALTERNATIVE.finditer(words)):
         if m is not None:
             value = m.group(1)
             boxed = boxed_all(value)

@@ -174,7 +174,7 @@ _INFINITELY_MANY = re.compile(
 )
 # a condition after an answer that says it holds everywhere: "for all real x", ", x \in (-\infty,\infty)"
 _EVERYWHERE = re.compile(
-    r"(?:,\s*|\s+)(?:(?:for|where|when)\s+(?:all|every|each|any)\s+(?:real\s+(?:numbers?\s+)?|\(-\\infty\s*,\s*\\infty\s*\)\s*)?"
+    r"(?:,\s*|\s+)(?:(?:for|where|when)\s+\(-\\infty\s*,\s*\\infty\s*\)\s*[a-zA-Z]?|(?:for|where|when)\s+(?:all|every|each|any)\s+(?:real\s+(?:numbers?\s+)?|\(-\\infty\s*,\s*\\infty\s*\)\s*)?"
     r"[a-zA-Z]?(?:\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\))?|(?:for|where)\s+[a-zA-Z]\s+(?:is\s+)?(?:any\s+)?real(?:\s+numbers?)?"
     r"|(?:for\s+(?:all\s+)?)?[a-zA-Z]\s*\\in\s*\(-\\infty\s*,\s*\\infty\s*\))$"
 )
@@ -270,7 +270,7 @@ def normalize(s: str, *, units: bool = True) -> str:
         s = "\\infty"
     if "\\approx" in s and s.count("\\approx") == 1:
         s = _exact_before_approximation(s)
-    if "\\infty" in s or "real" in s:
+    if "\\in" in s or "for " in s or "where " in s or "when " in s:
         head = max(0, len(s) - 80)
         m = _EVERYWHERE.search(s, head)
         if m and s[: m.start()].strip():

@@ -152,6 +152,15 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
     def rec(x: str) -> AnswerValue:
         return parse_answer(x, units=units, _depth=_depth + 1, _normalized=True)
 
+    if s[0].isalpha():  # "one hundred and five": before "and" splits it into a list
+        worded = number_in_words(s)
+        if worded is not None:
+            return Expression(("num", worded) if worded >= 0 else ("neg", ("num", -worded)))
+    if s[0].isdigit() and _COMPOUND.fullmatch(s):  # "3 hours and 15 minutes": before "and" splits it
+        compound = _compound_quantity(s)
+        if compound is not None:
+            return compound
+
     m = _MATRIX.match(s)
     if m:
         return _matrix(m.group(2))
@@ -279,11 +288,8 @@ def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
 
 
 def _quantity_or_expression(s: str, rec: Parse) -> AnswerValue:
-    """A value with a unit (or several: 2 m 50 cm), an expression (with a percent sign), a number with words,
-    a number in words, or text."""
-    compound = _compound_quantity(s) if _COMPOUND.fullmatch(s) else None
-    if compound is not None:
-        return compound
+    """A value with a unit, an expression (with a percent sign), a number with words, a number in words, or
+    text."""
     unit = _UNIT.match(s) if "\\unit{" in s else None
     if unit and unit.group(2) == "deg" and (_FUNCTION_CALL.search(unit.group(1)) or "\\unit{" in unit.group(1)):
         unit = None  # \sin 30^\circ, 30^\circ + 15^\circ: the degree signs belong to the terms
