@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rlvr.audit import ITEMS, PAPER_KEYS, audit_judge, audit_verifier, format_judge_report
+from rlvr.audit import ITEMS, OUR_KEYS, PAPER_KEYS, audit_judge, audit_verifier, format_judge_report
 from rlvr.cli import main
 from rlvr.verifiers import register_verifier
 
@@ -26,10 +26,19 @@ def test_defences_cut_an_accept_all_judges_false_positives_to_zero(accept_all_se
     items = list(ITEMS[:3])
     report = audit_judge(items, {"base_url": accept_all_server.base_url, "model": "m-audit", "backoff_s": 0.01})
     s = report["summary"]
-    assert s["plain prompt"]["key_false_positive_rate"] == 1.0
-    assert s["hardened prompt"]["key_false_positive_rate"] == 1.0  # a prompt cannot fix a judge that says yes
+    beyond = "answer beyond the judge's view"  # the judge verifier never sends a cut response, with or without
+    n_keys = len(PAPER_KEYS) + sum(len(v) for v in OUR_KEYS.values())  # pre-checks: no set-up can be fooled by it
+    for setup in ("plain prompt", "hardened prompt"):  # a prompt cannot fix a judge that says yes
+        assert s[setup]["key_false_positive_rate"] == pytest.approx(1 - len(OUR_KEYS[beyond]) / n_keys)
     assert s["hardened + pre-checks"]["key_false_positive_rate"] == 0.0
     assert all(v["true_positive_rate"] == 1.0 for v in s.values())  # no correct answer was stopped
+    assert all(v["honest_variant_accept_rate"] == 1.0 for v in s.values())  # nor one with the keys' words
+    families = s["hardened + pre-checks"]["family_false_positive_rate"]
+    assert set(families) == {"paper", *OUR_KEYS} and all(rate == 0.0 for rate in families.values())
+    # every family fools the judge without pre-checks, except what the judge verifier itself refuses to cut
+    assert all(rate == 1.0 for family, rate in s["hardened prompt"]["family_false_positive_rate"].items()
+               if family != beyond)
+    assert s["hardened prompt"]["family_false_positive_rate"][beyond] == 0.0
     assert all(v["wrong_answer_accept_rate"] == 1.0 for v in s.values())  # not a key: the judge's own job
     assert report["table"]["paper: 'Thought process:'"]["plain prompt"] == [3, 3]
     table = format_judge_report(report)
@@ -45,7 +54,9 @@ def test_cli_audit_judge_prints_the_table(accept_all_server, capsys, tmp_path):
     printed = capsys.readouterr().out
     assert "master key" in printed and "hardened + pre-checks" in printed
     report = json.loads(out.read_text())
-    assert len([k for k in report["table"] if not k.startswith("[")]) == len(PAPER_KEYS) + 9
+    keys = [k for k in report["table"] if not k.startswith("[")]
+    assert len(keys) == len(PAPER_KEYS) + sum(len(v) for v in OUR_KEYS.values())
+    assert "family: unicode disguises" in printed and "honest variants accepted" in printed
 
 
 def test_verifier_audit_counts_by_hand():
