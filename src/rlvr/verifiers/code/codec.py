@@ -23,7 +23,9 @@ Format: one tag byte per value, sizes as LEB128 varints.
       decode at C speed
     x a standard-library value (2 members: its kind, a tuple of plain fields; see ``_KINDS``): fractions,
       decimals, dates and times, deques, ranges, Counters and OrderedDicts arrive as the receiver's own
-      objects of those types, rebuilt from plain fields, never as objects the sender controls
+      objects of those types, rebuilt from plain fields, never as objects the sender controls; named tuples
+      (kind "namedtuple") arrive as instances of the receiver's class when it owns it, else of a named-tuple
+      class of the receiver's own
     r ref (id, type name)  m module (id, module name): objects that stay on the sender's side
     y yours (id, type name): an object of the RECEIVER's side, by the receiver's own number, handed back
     (``ref(obj)`` returns a number for "r", or a (tag, number) pair)
@@ -99,9 +101,62 @@ def _kind_of(x: object) -> str | None:
     return None
 
 
+# Named tuples cross as kind "namedtuple": (their class, type name, field names, values). The class travels as
+# a reference: the side that owns it rebuilds the value with it (``_make``); the other side rebuilds it with a
+# named-tuple class of its own, made once per (reference, name, fields), that travels back as that reference.
+MAX_NAMEDTUPLE_CLASSES = 1024
+_LOCAL_NAMEDTUPLES: dict[tuple, type] = {}
+_ORIGIN: dict[type, object] = {}  # a local named-tuple class -> the reference it stands for
+
+
+def _is_namedtuple(t: type) -> bool:
+    fields = getattr(t, "_fields", None)
+    return issubclass(t, tuple) and t is not tuple and type(fields) is tuple and callable(getattr(t, "_make", None))
+
+
+def _namedtuple_fields(x: tuple) -> tuple:
+    t = type(x)
+    return (_ORIGIN.get(t, t), t.__name__, tuple(str(f) for f in t._fields), tuple(x))
+
+
+def _rebuild_namedtuple(fields: object) -> tuple:
+    import keyword
+
+    if type(fields) is not tuple or len(fields) != 4:
+        raise CodecError("malformed 'namedtuple' value")
+    cls, name, names, values = fields
+    if type(name) is not str or type(names) is not tuple or type(values) is not tuple or len(names) != len(values) \
+            or len(name) > 200 or len(names) > 255 or len(set(names)) != len(names) or not all(
+                type(n) is str and n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_")
+                for n in (name, *names)):
+        raise CodecError("malformed 'namedtuple' value")
+    if isinstance(cls, type) and _is_namedtuple(cls) and tuple(cls._fields) == names:
+        try:
+            return cls._make(values)  # the receiver's own class, handed back
+        except (TypeError, ValueError) as exc:
+            raise CodecError(f"malformed 'namedtuple' value: {exc}") from None
+    try:
+        key = (cls, name, names)
+        hash(key)
+    except TypeError:
+        raise CodecError("malformed 'namedtuple' value") from None
+    local = _LOCAL_NAMEDTUPLES.get(key)
+    if local is None:
+        if len(_LOCAL_NAMEDTUPLES) >= MAX_NAMEDTUPLE_CLASSES:
+            raise TooLarge(f"more than {MAX_NAMEDTUPLE_CLASSES} kinds of named tuple")
+        import collections
+
+        local = collections.namedtuple(name, names)
+        _LOCAL_NAMEDTUPLES[key] = local
+        _ORIGIN[local] = cls
+    return local._make(values)
+
+
 def _rebuild(kind: object, fields: object, imports: bool) -> object:
     """A value of ``kind`` from its plain fields, with classes the receiver already imported (or, with
     ``imports``, imports: only the sandbox's side, whose modules are the program's business)."""
+    if kind == "namedtuple":
+        return _rebuild_namedtuple(fields)
     expected = _FIELD_TYPES.get(kind) if type(kind) is str else None
     if expected is None or type(fields) is not tuple or len(fields) != len(expected) or not all(
         isinstance(f, want) and (type(f) is not bool or want is bool) for f, want in zip(fields, expected)
@@ -180,6 +235,8 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             raise TooLarge(f"the value is larger than {max_size} bytes")
         t = type(x)
         kind = None if t in _PLAIN else _kind_of(x)
+        if kind is None and ref is not None and t not in _PLAIN and _is_namedtuple(t):
+            kind = "namedtuple"
         if kind is not None:
             if id(x) in on_path:
                 if ref is None:
@@ -189,7 +246,8 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             out.append(_TAGS["x"])
             _varint(out, 2)
             on_path.add(id(x))
-            stack.append((iter((kind, _KINDS[kind][2](x))), x, False))
+            fields = _namedtuple_fields(x) if kind == "namedtuple" else _KINDS[kind][2](x)
+            stack.append((iter((kind, fields)), x, False))
             continue
         if t not in _PLAIN and not (modules and t is types.ModuleType):
             converted = as_builtin(x)
@@ -264,7 +322,7 @@ def _pack(out: bytearray, x: list) -> bool:
 
 
 def _numbered(ref, x: object) -> tuple[str, int]:
-    number = ref(x)
+    number = ref(_ORIGIN.get(x, x) if isinstance(x, type) else x)
     if type(number) is tuple and len(number) == 2 and number[0] in ("r", "y"):
         return number
     return ("r", number)

@@ -426,7 +426,10 @@ def test_namespace(names: dict) -> dict:
     (a program's ``len`` never replaces the tests'), modules the tests are not given, and the names of the
     libraries in LIBRARY_NAMES, which are always the judge's own library (a program that binds ``math`` or
     ``np`` to an object of its own cannot answer for ``math.isclose`` in a test)."""
-    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": TESTS_MODULE}
+    module = types.ModuleType(TESTS_MODULE)  # registered, so that dataclasses and pickle find the tests' classes
+    sys.modules[TESTS_MODULE] = module
+    namespace: dict[str, Any] = module.__dict__
+    namespace["__builtins__"] = builtins
     for key, value in names.items():
         if type(key) is not str or key.startswith("__") or hasattr(builtins, key) or isinstance(value, UnsharedModule):
             continue
