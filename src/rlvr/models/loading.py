@@ -27,6 +27,10 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer_config.json")
+
+
 def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
     """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
     checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied."""
@@ -44,10 +48,40 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
         return load_adapter(model, folder, trainable=False), tokenizer
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise UserError(f"model.path: {folder} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); "
+                        "save the tokenizer beside the model (tokenizer.save_pretrained(folder))")
     hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    if len(tokenizer) == 0:
+        raise UserError(f"model.path: {folder}: the tokenizer loaded with an empty vocabulary")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype])
     model.to(resolve_device(device))
     return model, tokenizer
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+
+
+def context_length(model) -> tuple[int, str] | None:
+    """The longest sequence (prompt + response) the model's config says it handles, and the config key that says
+    so, or None if it names none: a rotary model sampled past it degrades silently, a learned-position model fails
+    with an index error."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "get_text_config", lambda: config)() if config is not None else None
+    for key in CONTEXT_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value, key
+    return None
+
+
+def check_context(model, prompt_tokens: int, max_new_tokens: int) -> None:
+    """A UserError, before any sampling, when the longest prompt plus the response limit exceeds the model's context."""
+    found = context_length(model)
+    if found is not None and prompt_tokens + max_new_tokens > found[0]:
+        raise UserError(f"a prompt of {prompt_tokens} tokens plus rollout.max_new_tokens={max_new_tokens} exceeds the "
+                        f"model's context of {found[0]} tokens (its config's {found[1]}): lower "
+                        "rollout.max_new_tokens, or set rollout.max_prompt_tokens with rollout.prompt_overflow=truncate_left")

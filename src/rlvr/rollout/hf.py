@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from rlvr.models.loading import check_context
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.llama_decoder import LlamaDecoder
 
@@ -58,6 +59,7 @@ class HFEngine:
         return next(self.model.parameters()).device
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+        check_context(self.model, max((len(p) for p in prompts), default=0), params.max_new_tokens)
         expanded = [p for p in prompts for _ in range(params.n)]
         chunk = self.batch_size or len(expanded)
         parts = [self._generate_chunk(expanded[i:i + chunk], params) for i in range(0, len(expanded), chunk)]

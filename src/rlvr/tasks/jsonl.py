@@ -6,6 +6,7 @@ A bad row stops loading with a DataError naming the file, the line and the field
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,6 +18,7 @@ from rlvr.tasks.base import DataError, Prompt, Task
 
 _PROMPT_EXPECTED = "expected a string or a list of chat messages"
 _MESSAGE_EXPECTED = "expected an object with string 'role' and 'content'"
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "ipython", "function")  # what chat templates render
 
 
 def load_jsonl(
@@ -172,8 +174,13 @@ def _check_prompt(value: Any, fail) -> Prompt:
                 raise fail(f"message at index {i}: missing '{key}' ({_MESSAGE_EXPECTED})")
             if not isinstance(message[key], str):
                 raise fail(f"message at index {i}: '{key}' is {_kind(message[key])} (expected a string)")
-        if not message["role"].strip():
+        role = message["role"]
+        if not role.strip():
             raise fail(f"message at index {i}: 'role' is empty (expected e.g. 'system', 'user' or 'assistant')")
+        if role not in CHAT_ROLES:  # a chat template silently drops a role it does not know, and the text with it
+            close = difflib.get_close_matches(role.strip().lower(), CHAT_ROLES, n=1, cutoff=0.5)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise fail(f"message at index {i}: unknown role {role!r} ({hint}expected one of {', '.join(CHAT_ROLES)})")
     return [dict(message) for message in value]
 
 
