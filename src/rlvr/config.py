@@ -91,6 +91,7 @@ class AlgoConfig:
     tis_cap: float | None = None  # truncated importance sampling cap between trainer and rollout log-probs (None = off)
     dynamic_sampling: bool = False  # DAPO: resample until the step has prompts_per_step groups with mixed rewards
     dynamic_sampling_max_batches: int = 4  # most generation rounds per step under dynamic sampling
+    dynamic_sampling_metric: str = "score"  # what must differ within a kept group: "score" (the verifier's, DAPO's) or "reward" (shaped)
     overlong_filter: bool = False  # DAPO: truncated responses carry no loss
     overlong_buffer_frac: float = 0.0  # DAPO soft overlong punishment buffer, as a fraction of max_new_tokens (0 = off)
     overlong_penalty_factor: float = 1.0  # scale of the soft overlong punishment
@@ -226,6 +227,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "algo.entropy_mask_rho": (lambda v: 0 < v <= 1, "null or 0 < rho <= 1"),
     "algo.tis_cap": (lambda v: v >= 1, "null or >= 1"),
     "algo.dynamic_sampling_max_batches": (lambda v: v >= 1, ">= 1"),
+    "algo.dynamic_sampling_metric": _one_of("score", "reward"),
     "algo.overlong_buffer_frac": (lambda v: 0 <= v < 1, "0 <= frac < 1 (0 = off)"),
     "algo.overlong_penalty_factor": (lambda v: v >= 0, ">= 0"),
     "algo.value_coef": (lambda v: v >= 0, ">= 0"),
