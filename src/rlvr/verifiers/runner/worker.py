@@ -8,9 +8,11 @@ Two processes per worker:
 - the keeper (the process the pool started) is a child subreaper: it forks the worker, and when the worker dies,
   however it dies, kills every process left below it and exits with the worker's status;
 - the worker, a child subreaper too, runs calls one at a time. After each call it kills whatever the call
-  started, and puts back what a call may change in the process: working directory, environment, umask,
-  resource limits, signal handlers, interval timers, trace hooks. A call that left threads running (or a state
-  it cannot put back) makes it retire after answering, so nothing of one call can act during the next.
+  started, and puts back what a call may change in the process (process_state.py: descriptors, standard
+  streams, signal handlers and mask, timers and hooks, working directory, umask, resource limits, the Python and
+  C-level environment, decimal and floating-point modes, numerical libraries' global modes, sys.path/sys.modules,
+  builtins, interpreter limits, warning filters, locale). A call that left threads running, or a state that
+  cannot be put back, makes it retire after answering, so nothing of one call can act during the next.
 
 Protocol (frames: 4-byte big-endian length, then the payload):
 - pool -> worker, pickled (the caller is trusted): first {"sys_path", "memory_mb", "parent_pid", "max_result_bytes"},
@@ -21,7 +23,6 @@ Protocol (frames: 4-byte big-endian length, then the payload):
 
 from __future__ import annotations
 
-import _signal
 import _thread
 import os
 import pickle
@@ -33,9 +34,7 @@ from typing import Any
 
 from rlvr.verifiers.runner import decode, tree
 from rlvr.verifiers.runner.calls import error, guarded_call
-
-_RLIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
-            "RLIMIT_STACK")
+from rlvr.verifiers.runner.process_state import ProcessState
 _REAP_S = 2.0  # how long the worker waits for killed descendants to be reaped before it retires instead
 
 
@@ -122,7 +121,7 @@ def _serve(init: dict[str, Any], request_fd: int, result_fd: int) -> None:
 
     limit = _cap_address_space(init["memory_mb"])
     max_bytes = init["max_result_bytes"]
-    state = _State()
+    state = _State((request_fd, result_fd))
     me = os.getpid()
     _send(result_fd, decode.encode({"ready": os.getpid(), "limit": limit}, max_bytes))
     while True:
@@ -203,62 +202,13 @@ class _State:
     """What a call may change in the worker process, recorded when the worker is ready and put back after
     every call. ``restore`` returns False when the worker cannot be made clean and must retire."""
 
-    def __init__(self) -> None:
-        self.cwd = os.getcwd()
-        self.environ = dict(os.environ)
-        self.environ_data = dict(_environ_data())  # the encoded form: comparing it costs well under a microsecond
-        self.umask = os.umask(0o022)
-        os.umask(self.umask)
-        self.handlers = {}
-        for sig in signal.valid_signals():
-            try:
-                self.handlers[int(sig)] = _signal.getsignal(sig)
-            except (ValueError, OSError):
-                pass
-        self.rlimits = {}
-        try:
-            import resource
-
-            for name in _RLIMITS:
-                if hasattr(resource, name):
-                    self.rlimits[getattr(resource, name)] = resource.getrlimit(getattr(resource, name))
-        except ImportError:
-            pass
+    def __init__(self, channel: tuple[int, ...] = ()) -> None:
+        self.process = ProcessState(keep_fds=channel)
         self.threads = _thread._count()
 
     def restore(self) -> bool:
         clean = _kill_descendants()
-        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
-            signal.setitimer(timer, 0)
-        sys.settrace(None)
-        sys.setprofile(None)
-        for sig, handler in self.handlers.items():
-            if _signal.getsignal(sig) is not handler:
-                try:
-                    _signal.signal(sig, handler)
-                except (ValueError, OSError, TypeError):
-                    clean = False
-        try:
-            if os.getcwd() != self.cwd:
-                os.chdir(self.cwd)
-        except OSError:
-            try:
-                os.chdir(self.cwd)
-            except OSError:
-                clean = False
-        if _environ_data() != self.environ_data:
-            os.environ.clear()
-            os.environ.update(self.environ)
-        os.umask(self.umask)
-        if self.rlimits:
-            import resource
-
-            for which, limits in self.rlimits.items():
-                if resource.getrlimit(which) != limits:
-                    try:
-                        resource.setrlimit(which, limits)
-                    except (ValueError, OSError):
-                        clean = False
+        clean = not self.process.restore() and clean
         # A Python thread the call started is still running: it could act during the next call. (Threads of
         # native libraries, such as BLAS pools, run no Python code and are not counted.)
         if _thread._count() > self.threads:
@@ -275,10 +225,6 @@ def _kill_descendants() -> bool:
     if pid == 0:
         tree.kill_tree(os.getpid(), include_root=False)
     return _reap_all(time.monotonic() + _REAP_S)
-
-
-def _environ_data() -> Any:
-    return getattr(os.environ, "_data", os.environ)
 
 
 def _no_core_files() -> None:
