@@ -6,7 +6,8 @@ The cases live in tests/data/math_public_*.jsonl. Each names its source ("source
 another project's tests or grader, the repository, path and commit they come from ("repo", "path", "commit",
 "test"); a response (or, for graders that compare extracted answers, the "answer"), the gold reference and the expected verdict ("expected"). Where we think the source's
 authors decided wrong, "expected" is our verdict, "source_expected" keeps theirs and "note" says why.
-Cases on which rlvr is known to be wrong carry "rlvr_known_wrong": the family and why (docs/verifiers.md).
+The cases on which rlvr is known to be wrong are listed by family in tests/data/math_public_known_wrong.json
+(explained in docs/math_public_comparison.md).
 
 Prints, per source: cases, how many verdicts each verifier gets right, both wrong, rlvr-only wrong,
 Math-Verify-only wrong, and the p50/p99 latency of one rlvr call; then every case either gets wrong.
@@ -23,6 +24,7 @@ import time
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data"
 CASES = DATA / "math_public_cases.jsonl"  # the first set (cases modelled on each source's tests)
+KNOWN_WRONG = DATA / "math_public_known_wrong.json"
 
 # A reference written inside one pair of math delimiters, as other projects' tests write golds for their parsers.
 _DELIMITED = re.compile(r"^\s*(?:\$\$(?P<a>.*)\$\$|\$(?P<b>[^$]*)\$|\\\((?P<c>.*)\\\)|\\\[(?P<d>.*)\\\])\s*$", re.S)
@@ -154,11 +156,12 @@ def main() -> None:
     print(markdown(table(cases, verdicts, seconds), seconds))
     slow = sorted(zip(seconds, cases), key=lambda p: -p[0])[:5]
     print("\nslowest rlvr calls: " + ", ".join(f"{c['id']} {1000 * s:.0f} ms" for s, c in slow))
+    known = json.loads(KNOWN_WRONG.read_text(encoding="utf-8"))["cases"]
     wrong = [(c, a, b) for c, a, b in zip(cases, ours, theirs) if a != c["expected"] or b != c["expected"]]
     print(f"\ncases either gets wrong: {len(wrong)}")
     for c, a, b in wrong[: args.show]:
         who = "both" if a != c["expected"] and b != c["expected"] else ("rlvr" if a != c["expected"] else "MV")
-        pin = " [known]" if c.get("rlvr_known_wrong") else ""
+        pin = f" [known: {known[c['id']]}]" if c["id"] in known else ""
         print(f"  {who:4s} wrong{pin} {c['id']} expected={c['expected']!s:5} ref={c['reference'][:60]!r} "
               f"response={response_text(c)[-90:]!r}")
 

@@ -18,7 +18,7 @@ compare = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare)  # type: ignore[union-attr]
 CASES = compare.load_cases()
 SOURCES = list(dict.fromkeys(c["source"] for c in CASES))
-KNOWN_FILE = ROOT / "tests" / "data" / "math_public_known_wrong.json"
+KNOWN_FILE = compare.KNOWN_WRONG
 KNOWN = json.loads(KNOWN_FILE.read_text(encoding="utf-8"))
 KNOWN_WRONG: dict[str, str] = KNOWN["cases"]  # case id -> family
 
