@@ -75,3 +75,23 @@ def test_at_least_as_often_right_as_math_verify_on_every_source():
                       if c["source"] == source and c["id"] in KNOWN_WRONG and ours != c["expected"]
                       and mv == c["expected"])
         assert counts["rlvr"] + excused >= counts["Math-Verify"], (source, counts, excused)
+
+
+def test_the_table_counts_each_kind_of_miss():
+    cases = [{"source": "s", "expected": e, "id": str(i)} for i, e in enumerate([True, True, False, False, True])]
+    ours = [True, False, False, True, False]
+    theirs = [True, True, True, True, False]
+    [(source, n, counts)] = compare.table(cases, {"rlvr": ours, "Math-Verify": theirs}, [0.001] * 5)
+    assert (source, n) == ("s", 5)
+    assert (counts["rlvr"], counts["Math-Verify"]) == (2, 2)
+    assert (counts["both wrong"], counts["rlvr-only wrong"], counts["Math-Verify-only wrong"]) == (2, 1, 1)
+    assert counts["p50 ms"] == pytest.approx(1.0)
+
+
+def test_references_lose_one_pair_of_delimiters_and_answers_are_presented_boxed():
+    assert compare.bare_reference("$x \\in [-2,7]$") == "x \\in [-2,7]"
+    assert compare.bare_reference("$$(1, +\\infty)$$") == "(1, +\\infty)"
+    assert compare.bare_reference("\\(5\\)") == "5"
+    assert compare.bare_reference("$21,16$ or $11$") == "$21,16$ or $11$"  # two spans: kept as written
+    assert compare.response_text({"answer": "\\frac{1}{2}"}) == "The final answer is $\\boxed{\\frac{1}{2}}$."
+    assert compare.response_text({"response": "r", "answer": "a"}) == "r"
