@@ -298,3 +298,57 @@ def test_a_dripping_request_is_dropped_at_the_deadline(server_for):
                 s.setblocking(True)
     assert closed_after is not None and closed_after < 4.0, closed_after
     assert get(server, "/health")[0] == 200
+
+
+def test_the_command_line_helpers_serve_with_the_operators_allow_list(tmp_path):
+    """What `rlvr serve` runs: the serve subcommand's own arguments, add_serve_arguments, serve_from_args."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = (
+        "import argparse, sys\n"
+        "from rlvr.serve import add_serve_arguments, serve_from_args\n"
+        "srv = argparse.ArgumentParser()\n"
+        "srv.add_argument('--verifier'); srv.add_argument('--config'); srv.add_argument('--host', default='127.0.0.1')\n"
+        "srv.add_argument('--port', type=int, required=True); srv.add_argument('--max-rows', type=int, default=4096)\n"
+        "srv.add_argument('--max-connections', type=int, default=64)\n"
+        "add_serve_arguments(srv)\n"
+        "serve_from_args(srv.parse_args(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen([sys.executable, "-c", script, "--verifier", "exact", "--port", str(port),
+                             "--allow-option", "timeout_s", "--max-timeout-s", "1"],
+                            env=env, stderr=subprocess.PIPE, text=True, cwd=str(Path(__file__).parent))
+    try:
+        deadline, reply = time.monotonic() + 60, None
+        slow = {"response": "a" * 40 + "b", "reference": {"pattern": "(a+)+$"}, "verifier": "regex",
+                "verifier_options": {"timeout_s": 600}}
+        rows = [slow, {**GOOD, "verifier_options": {"choices": "AB"}}, GOOD]
+        warm = {"rows": [{"response": "abc", "reference": "a.c", "verifier": "regex"}]}  # starts the workers
+        while time.monotonic() < deadline:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("POST", "/score", json.dumps(warm))
+                conn.getresponse().read()
+                t0 = time.monotonic()
+                conn.request("POST", "/score", json.dumps({"rows": rows}))
+                reply = json.loads(conn.getresponse().read())
+                elapsed = time.monotonic() - t0
+                break
+            except OSError:
+                time.sleep(0.3)
+        assert reply is not None, proc.stderr.read() if proc.poll() is not None else "no reply"
+        assert [r["status"] for r in reply["results"]] == ["timeout", "error", "correct"]
+        assert reply["results"][1]["reason"] == "option_not_allowed"
+        assert elapsed < 20.0  # the 600 s budget was clamped to the server's 1 s (slack for a loaded machine)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    bad = subprocess.run([sys.executable, "-c", script, "--port", "1", "--allow-option", "base_url"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "base_url" in bad.stderr
