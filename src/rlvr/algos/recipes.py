@@ -36,13 +36,27 @@ def _recipe(name: str, paper: str, equation: str, **settings: Any) -> Recipe:
 _DAPO = dict(clip_high=0.28, agg="token-mean", dynamic_sampling=True, overlong_buffer_frac=0.2, overlong_penalty_factor=1.0,
              mini_batches=16)
 
+# Dr. GRPO's update structure, from the authors' script (sail-sg/understand-r1-zero, README.md "python
+# train_zero_math.py" and examples/qwen2.5-math-1.5b.sh, run by oat's PPOLearner, oat/algorithms/ppo.py):
+# --rollout_batch_size 128 prompts x --num_samples 8 = 1024 responses per rollout batch, --train_batch_size 128,
+# --num_ppo_epochs 1, cliprange 0.2 (oat's default), --beta 0: 1024 / 128 = 8 optimizer steps per rollout batch,
+# the rows permuted once per epoch.
+_DR_GRPO_UPDATES = dict(ppo_epochs=1, mini_batches=8, clip_low=0.2, clip_high=0.2)
+
+# REINFORCE++'s update structure, from OpenRLHF's scripts (examples/scripts/train_reinforce_llama_ray_hybrid_engine.sh
+# and train_reinforce_baseline_llama_ray_hybrid_engine.sh, as of commit 7d3e07bf, 2025-05): --rollout_batch_size
+# 1024 x --n_samples_per_prompt 1 (the baseline variant: 128 x 8), --train_batch_size 128, --max_epochs 1, the
+# actor's PPO-clip loss (openrlhf/models/loss.py PolicyLoss, a token mean) with --eps_clip 0.2 (the default of
+# openrlhf/cli/train_ppo_ray.py): 8 clipped mini-batch updates per rollout batch.
+_REINFORCE_PP_UPDATES = dict(ppo_epochs=1, mini_batches=8, clip_low=0.2, clip_high=0.2, agg="token-mean")
+
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("grpo", "Shao et al., 2024, DeepSeekMath (arXiv:2402.03300)",
             "Eq. 3: clipped surrogate with group-normalised advantages (r - mean)/std, per-sequence token mean, k3 KL in the loss (beta 0.04); Sec. 4.2: a single policy update per exploration stage",
             agg="seq-mean-token-mean", kl_coef=0.04, kl_kind="k3"),
     _recipe("dr_grpo", "Liu et al., 2025, Understanding R1-Zero-Like Training (arXiv:2503.20783)",
-            "Sec. 3.1: advantages r - mean without std scaling; token sums over a constant length, rollout.max_new_tokens (no per-sequence length normaliser); one update per batch as GRPO",
-            advantage="dr_grpo", agg="seq-mean-token-sum-norm"),
+            "Sec. 3.1: advantages r - mean without std scaling; token sums over a constant length, rollout.max_new_tokens (no per-sequence length normaliser); update structure of the authors' script (sail-sg/understand-r1-zero README.md and examples/qwen2.5-math-1.5b.sh on oat's PPOLearner: rollout_batch_size 128 x num_samples 8, train_batch_size 128, num_ppo_epochs 1, cliprange 0.2): 8 optimizer steps per rollout batch",
+            advantage="dr_grpo", agg="seq-mean-token-sum-norm", **_DR_GRPO_UPDATES),
     _recipe("dapo", "Yu et al., 2025, DAPO (arXiv:2503.14476)",
             "Eq. 8: clip-higher (0.2/0.28), token-level mean, dynamic sampling of informative groups (Eq. 11), soft overlong punishment (Eq. 13; 4096 of 20480 tokens = 0.2), no KL; Sec. 4.1: 16 gradient updates per rollout batch (mini_batches=16)",
             **_DAPO),
@@ -56,11 +70,11 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "Eq. 6: leave-one-out baseline r_i - mean of the other k-1 samples; sequence-level REINFORCE (token sums), on-policy: one update per batch",
             advantage="rloo", agg="seq-mean-token-sum"),
     _recipe("reinforce_pp", "Hu et al., 2025, REINFORCE++ (arXiv:2501.03262)",
-            "Sec. 3: REINFORCE++, no per-prompt baseline: rewards minus the batch mean, plus the return-to-go of a k1 KL per-token reward penalty (beta 0.001, tuned in the paper), normalised over the global batch; one update per batch",
-            advantage="reinforce_pp", kl_placement="reward", kl_kind="k1", kl_coef=0.001),
+            "Sec. 3: REINFORCE++, no per-prompt baseline: rewards minus the batch mean, plus the return-to-go of a k1 KL per-token reward penalty (beta 0.001, tuned in the paper), normalised over the global batch; update structure of OpenRLHF's examples/scripts/train_reinforce_llama_ray_hybrid_engine.sh (rollout_batch_size 1024 x 1 sample, train_batch_size 128, max_epochs 1, PPO-clip eps_clip 0.2, token mean): 8 clipped mini-batch updates per rollout batch",
+            advantage="reinforce_pp", kl_placement="reward", kl_kind="k1", kl_coef=0.001, **_REINFORCE_PP_UPDATES),
     _recipe("reinforce_pp_baseline", "Hu et al., 2025, REINFORCE++ (arXiv:2501.03262)",
-            "Sec. 3: REINFORCE++-baseline for group sampling: group-mean baseline, then global normalisation; k1 KL as a per-token reward penalty (beta 0.001); one update per batch",
-            advantage="reinforce_pp_baseline", kl_placement="reward", kl_kind="k1", kl_coef=0.001),
+            "Sec. 3: REINFORCE++-baseline for group sampling: group-mean baseline, then global normalisation; k1 KL as a per-token reward penalty (beta 0.001); update structure of OpenRLHF's examples/scripts/train_reinforce_baseline_llama_ray_hybrid_engine.sh (rollout_batch_size 128 x 8 samples, train_batch_size 128, max_epochs 1, PPO-clip eps_clip 0.2, token mean): 8 clipped mini-batch updates per rollout batch",
+            advantage="reinforce_pp_baseline", kl_placement="reward", kl_kind="k1", kl_coef=0.001, **_REINFORCE_PP_UPDATES),
     _recipe("remax", "Li et al., 2023, ReMax (arXiv:2310.10505)",
             "Algorithm 1: REINFORCE with the reward of the greedy response as baseline, A = r - r_greedy",
             advantage="remax", agg="seq-mean-token-sum"),
