@@ -82,15 +82,29 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     ks = _parse_ks(args.k)
     common = dict(verifier=args.verifier, samples=args.samples, ks=ks, temperature=args.temperature,
                   max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, progress=not args.quiet,
-                  engine=args.engine)
+                  engine=args.engine, config=args.config, use_run_config=not args.no_run_config,
+                  system_prompt=args.system_prompt, prompt_template=args.prompt_template, env=args.env,
+                  env_options=_options(args.env_option, "--env-option"), stop=args.stop or None,
+                  engine_options=_options(args.engine_option, "--engine-option"))
     if args.baseline and not args.out:
         raise UserError("--baseline needs --out (the per-task files of both models are written beside it)")
     if args.baseline and not Path(args.baseline).is_dir():
         raise UserError(f"--baseline: {args.baseline} is not a directory (expected a Hugging Face model folder)")
-    summary = evaluate_model(args.model, args.data, out=args.out, **common)
-    print(f"verifier: {summary['verifier']} (from {summary['verifier_source']})")
+    plans = []
+
+    def show(plan) -> None:
+        plans.append(plan)
+        for line in plan.describe():
+            print(line)
+
+    summary = evaluate_model(args.model, args.data, out=args.out, on_plan=show, **common)
     _print_summary(summary)
-    common["verifier"] = summary["verifier"]  # the baseline is scored exactly as the model was
+    # the baseline is evaluated exactly as the model was: the same tasks, prompts, verifier and engine
+    plan = plans[0]
+    common.update(verifier=plan.scoring.verifier, config=plan.config, max_new_tokens=plan.max_new_tokens,
+                  engine=plan.engine, engine_options=plan.engine_options, stop=list(plan.prompts.stop),
+                  use_run_config=plan.config is not None)
+    args.data = plan.data
     if args.baseline:
         out = Path(args.out)
         base = evaluate_model(args.baseline, args.data, out=str(out.with_name(out.stem + ".baseline.json")), **common)
@@ -100,6 +114,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                               models=(args.baseline, args.model))
         _print_comparison(result)
     return 0
+
+
+def _options(pairs: list[str] | None, flag: str) -> dict | None:
+    """KEY=VALUE flags (values read as YAML) as a dict; None when none were given."""
+    if not pairs:
+        return None
+    from rlvr.config import read_yaml
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{flag} {pair}: expected KEY=VALUE (e.g. {flag} max_model_len=2048)")
+        out[key.strip()] = read_yaml(value, f"{flag} {pair}")
+    return out
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -286,19 +315,29 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(func=_cmd_recipes)
 
     ev = sub.add_parser("eval", help="pass@k of a model on JSONL tasks")
-    ev.add_argument("--model", required=True, help="Hugging Face model folder")
-    ev.add_argument("--data", required=True, help="JSONL tasks or a generator spec")
+    ev.add_argument("--model", required=True, help="Hugging Face model folder (a checkpoint reads its run's config)")
+    ev.add_argument("--data", default=None, help="JSONL tasks or a generator spec (default: the run config's data.eval)")
+    ev.add_argument("--config", default=None, help="the run config to evaluate as (default: a checkpoint's own "
+                    "RUN_DIR/config.yaml): its prompt rendering, environment, stop strings, engine and verifier")
+    ev.add_argument("--no-run-config", action="store_true", help="ignore the checkpoint's run config")
+    ev.add_argument("--system-prompt", default=None, help="override data.system_prompt")
+    ev.add_argument("--prompt-template", default=None, help="override data.prompt_template")
+    ev.add_argument("--env", default=None, help="override data.env (a registered environment)")
+    ev.add_argument("--env-option", action="append", metavar="KEY=VALUE", help="override data.env_options (repeatable)")
+    ev.add_argument("--stop", action="append", metavar="TEXT", help="override rollout.stop (repeatable)")
+    ev.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
+                    help="override rollout.engine_options (repeatable; e.g. max_model_len=2048)")
     ev.add_argument("--verifier", default=None,
                     help="default: the model's training run's data.verifier (its config.yaml), else exact")
     ev.add_argument("--samples", type=int, default=1, help="responses per task (n)")
     ev.add_argument("--k", default="1", help="comma-separated k values, each <= --samples")
     ev.add_argument("--temperature", type=float, default=None, help="default: 0 (greedy) for 1 sample, else 1.0")
-    ev.add_argument("--max-new-tokens", type=int, default=256)
+    ev.add_argument("--max-new-tokens", type=int, default=None, help="default: the run config's, else 256")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", help="write the JSON summary here (and the per-task rows beside it, .tasks.jsonl)")
     ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N tasks (0 = all)")
     ev.add_argument("--baseline", help="also evaluate this model folder on the same tasks and compare (needs --out)")
-    ev.add_argument("--engine", default="hf", help="rollout engine, by registered name (default: hf)")
+    ev.add_argument("--engine", default=None, help="rollout engine, by registered name (default: the run config's, else hf)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.eval.plan import EvalPlan, plan_eval, run_config_of  # noqa: F401  (run_config_of: public name)
 from rlvr.eval.sampling import sample_tasks
 from rlvr.eval.summary import check_ks, evaluate_results, write_summary
 from rlvr.jsonl import write_jsonl
@@ -42,79 +43,67 @@ def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scori
     return summary
 
 
-def run_config_of(model_path: str | Path) -> Path | None:
-    """The config.yaml of the training run a checkpoint belongs to (RUN_DIR/checkpoint-N -> RUN_DIR/config.yaml)."""
-    folder = Path(model_path)
-    for candidate in (folder / "config.yaml", folder.parent / "config.yaml"):
-        if candidate.is_file() and candidate.parent != Path.cwd():
-            return candidate
-    return None
-
-
-def verifier_for(model_path: str | Path, verifier: str | None) -> tuple[str, dict, str]:
-    """(verifier, options, where it came from): the one given, else the model's run config's data.verifier and
-    data.verifier_options (its plugins imported), else "exact"."""
-    if verifier is not None:
-        return verifier, {}, "--verifier"
-    config = run_config_of(model_path)
-    if config is not None:
-        from rlvr.config import load_config
-
-        cfg = load_config(config)
-        return cfg.data.verifier, dict(cfg.data.verifier_options), str(config)
-    return "exact", {}, "default"
-
-
 def evaluate_model(
     model_path: str,
-    data: str,
+    data: str | None = None,
     *,
     verifier: str | None = None,
     samples: int = 1,
     ks: Sequence[int] = (1,),
     temperature: float | None = None,
-    max_new_tokens: int = 256,
+    max_new_tokens: int | None = None,
     seed: int = 0,
     out: str | None = None,
     tasks_out: str | None = None,
     limit: int = 0,
     progress: bool = False,
-    engine: str = "hf",
+    engine: str | None = None,
     engine_options: dict | None = None,
+    config: str | None = None,
+    use_run_config: bool = True,
+    system_prompt: str | None = None,
+    prompt_template: str | None = None,
+    env: str | None = None,
+    env_options: dict | None = None,
+    stop: list[str] | None = None,
+    on_plan: Callable[[EvalPlan], None] | None = None,
 ) -> dict[str, Any]:
-    """Sample ``samples`` responses per task from the model folder with the engine named ``engine`` (a
-    registered rollout engine), score them, write the summary to ``out`` and the per-task rows to ``tasks_out``
-    (default: beside ``out`` as ``<name>.tasks.jsonl``)."""
+    """Sample ``samples`` responses per task from the model folder, score them, write the summary to ``out`` and
+    the per-task rows to ``tasks_out`` (default: beside ``out`` as ``<name>.tasks.jsonl``). Everything not given
+    comes from the model's run config (``config``, else a checkpoint's own; rlvr.eval.plan), as training used it."""
     import torch
 
     from rlvr.models import load_model
     from rlvr.progress import progress_bar
     from rlvr.rollout import engine_names
-    from rlvr.tasks import load_tasks
     from rlvr.verifiers import get_verifier
 
     if samples < 1:
         raise UserError(f"--samples must be >= 1, got {samples}")
     ks = check_ks(ks, samples)
-    verifier, options, verifier_source = verifier_for(model_path, verifier)
-    get_verifier(verifier)  # an unknown name fails before the model loads
-    if engine not in engine_names():
-        raise UserError(f"--engine: unknown rollout engine {engine!r}; known: {', '.join(engine_names())}")
-    tasks = load_tasks(data)
-    if limit:
-        tasks = tasks[:limit]
+    plan = plan_eval(model_path, data, config=config, use_run_config=use_run_config, verifier=verifier,
+                     system_prompt=system_prompt, prompt_template=prompt_template, env=env, env_options=env_options,
+                     stop=stop, engine=engine, engine_options=engine_options, max_new_tokens=max_new_tokens,
+                     limit=limit)
+    get_verifier(plan.scoring.verifier)  # an unknown name fails before the model loads
+    if plan.engine not in engine_names():
+        raise UserError(f"--engine: unknown rollout engine {plan.engine!r}; known: {', '.join(engine_names())}")
+    if on_plan is not None:
+        on_plan(plan)
     model, tokenizer = load_model(model_path)
     random.seed(seed)
     torch.manual_seed(seed)
     if temperature is None:
         temperature = 0.0 if samples == 1 else 1.0
-    built = build_engine(engine, model, tokenizer, **(engine_options or {}))
-    with progress_bar(len(tasks), "eval", enabled=progress) as bar:
+    built = build_engine(plan.engine, model, tokenizer, **plan.engine_options)
+    with progress_bar(len(plan.tasks), "eval", enabled=progress) as bar:
         return evaluate_tasks(
-            built, tokenizer, tasks, Scoring(verifier, options), samples=samples, ks=ks, temperature=temperature,
-            max_new_tokens=max_new_tokens, seed=seed, out=out, tasks_out=tasks_out,
-            extra={"temperature": temperature, "model": str(model_path), "data": data, "seed": seed,
-                   "max_new_tokens": max_new_tokens, "engine": engine, "verifier": verifier,
-                   "verifier_source": verifier_source},
+            built, tokenizer, plan.tasks, plan.scoring, samples=samples, ks=ks, temperature=temperature,
+            max_new_tokens=plan.max_new_tokens, seed=seed, out=out, tasks_out=tasks_out, prompts=plan.prompts,
+            extra={"temperature": temperature, "model": str(model_path), "data": plan.data, "seed": seed,
+                   "max_new_tokens": plan.max_new_tokens, "engine": plan.engine, "verifier": plan.scoring.verifier,
+                   "verifier_source": plan.config if plan.sources["verifier"] == "config" else
+                   ("--verifier" if plan.sources["verifier"] == "command line" else "default"),
+                   "config": plan.config, "stop": list(plan.prompts.stop)},
             on_chunk=lambda n: [bar.advance() for _ in range(n)],
         )
