@@ -92,3 +92,10 @@ def test_long_unicode_responses_stay_fast():
     for junk in ("\u200b" * 200_000 + "B", "A\u200d" * 100_000, "\u0412 " * 100_000, "\u0410\u200b," * 50_000):
         verify("choice", junk, "B")
     assert time.perf_counter() - t0 < 10.0
+
+
+@pytest.mark.parametrize("mark", ["\u0338", "\u0336", "\u20e5", "\u0301", "\u0335", "\u20d2", "\ufe22"])
+@pytest.mark.parametrize("template", ["Answer: B{m}", "\\boxed{{B{m}}}", "The answer is (B{m}).", "**B{m}**"])
+def test_a_letter_with_a_combining_mark_is_not_the_letter(mark, template):
+    v = verify("choice", template.format(m=mark), "B")
+    assert v.score == 0.0, (template, mark, v)

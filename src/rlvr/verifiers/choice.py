@@ -17,8 +17,8 @@ inside a tier the LAST candidate wins (the model's final word):
 Invisible characters (zero-width space and joiners, the word joiner, the soft hyphen, the byte-order mark,
 direction marks, variation selectors, Hangul fillers, tag characters) are removed and the text is NFKC-normalised
 before anything else, so "A\u200dB" reads as "AB" (no standalone letter) and a fullwidth "\uff22" as "B". A letter
-is standalone only between characters that are not letters of any script, so "A\u0412" (a Latin A touching a
-Cyrillic Ve) is not "A". A look-alike letter from another script (Cyrillic "\u0412" for "B", Greek "\u0392") is
+is standalone only between characters that are not letters of any script and without a combining mark, so
+"A\u0412" (a Latin A touching a Cyrillic Ve) is not "A", nor "B\u0338" (a struck-through B) "B". A look-alike letter from another script (Cyrillic "\u0412" for "B", Greek "\u0392") is
 never credited as the Latin one: where reading the look-alikes as Latin would pick different letters than
 reading them as what they are ("Answer: \u0412", "\u0410 or B"), the verdict is "incorrect", reason
 "confusable_letter".
@@ -60,7 +60,7 @@ _ITEM = re.compile(
     (?P<open>[*_$(\[{]{0,4}(?:\\(?:text(?:bf|rm|tt)?|mathrm|mathbf)\{)?[*_$(\[{]{0,2})
     (?P<letter>[A-Za-z])
     (?P<close>[*_$)\]}]{0,6})
-    (?![\w]|'[A-Za-z])
+    (?![\w\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]|'[A-Za-z])
     """,
     re.VERBOSE,
 )

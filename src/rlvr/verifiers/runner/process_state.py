@@ -130,7 +130,11 @@ class Descriptors:
         for fd in (0, 1, 2, *keep):
             identity = _fd_identity(fd)
             if identity is not None:
-                self.copies[fd] = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD), identity)
+                try:
+                    copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
+                except OSError:  # RLIMIT_NOFILE below _HIGH_FD: the lowest free number will do
+                    copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+                self.copies[fd] = (copy, identity)
         self.own = {fd: _fd_identity(fd) for fd in _open_fds()}
         self.own = {fd: ident for fd, ident in self.own.items() if ident is not None}
 
