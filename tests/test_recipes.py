@@ -116,3 +116,16 @@ def test_dapo_update_structure_from_the_command_line(warm_model_dir, tmp_path):
     assert mixed and all(r["clip_frac"] > 0 and r["approx_kl"] > 0 for r in mixed)
     assert main(["train", *common, "algo.mini_batches=1", "algo.ppo_epochs=1", f"train.out={tmp_path / 'b'}"]) == 0
     assert [r["updates"] for r in read_metrics(tmp_path / "b")] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("name, updates, clip", [
+    ("dr_grpo", 8, (0.2, 0.2)),  # sail-sg/understand-r1-zero: 128 prompts x 8 samples, train_batch_size 128
+    ("reinforce_pp", 8, (0.2, 0.2)),  # OpenRLHF: rollout_batch_size 1024, train_batch_size 128, eps_clip 0.2
+    ("reinforce_pp_baseline", 8, (0.2, 0.2)),  # OpenRLHF: 128 prompts x 8 samples, train_batch_size 128
+    ("dapo", 16, (0.2, 0.28)), ("gspo", 4, (3e-4, 4e-4)), ("grpo", 1, (0.2, 0.2)),
+])
+def test_recipes_state_their_authors_update_structure(name, updates, clip):
+    """Optimizer steps per rollout batch and PPO clip range as the authors' scripts set them (algos/recipes.py)."""
+    settings = recipes.get(name).settings
+    assert settings["ppo_epochs"] * settings["mini_batches"] == updates
+    assert (settings["clip_low"], settings["clip_high"]) == clip
