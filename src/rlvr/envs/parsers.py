@@ -12,7 +12,9 @@ cannot read becomes a ``CallError`` whose message the environment shows the mode
 
 Model text is hostile input: a call body longer than ``MAX_CALL_CHARS``, nested deeper than ``MAX_DEPTH``, holding
 an integer of more than ``MAX_INT_DIGITS`` digits (Python refuses to convert those: a ValueError) or a NaN/Infinity
-constant is a ``CallError``, decided before or while decoding, never by an exception out of the parser.
+constant is a ``CallError``, decided before or while decoding, never by an exception out of the parser. Calls
+after the first ``MAX_CALLS_READ`` of a message are counted (``Parsed.unread``) without being decoded, so a message
+of many thousands of calls costs a regex scan, not thousands of JSON decodes.
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ class Parsed:
     calls: list[ToolCall]
     errors: list[CallError]
     content: str  # the message with the calls removed (the final answer when there are none)
+    unread: int = 0  # calls after the first MAX_CALLS_READ, counted but not decoded
 
     @property
     def attempted(self) -> bool:
-        return bool(self.calls or self.errors)
+        return bool(self.calls or self.errors or self.unread)
 
 
 _PARSERS = Registry("tool-call format")
@@ -67,6 +70,7 @@ def parse_calls(fmt: str, text: str) -> Parsed:
 MAX_CALL_CHARS = 100_000
 MAX_DEPTH = 32
 MAX_INT_DIGITS = 200
+MAX_CALLS_READ = 64
 
 
 class _Refused(ValueError):
@@ -150,13 +154,16 @@ _HERMES = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 @register_format("hermes")
 def parse_hermes(text: str) -> Parsed:
     found: list[ToolCall | CallError] = []
+    unread = 0
     for match in _HERMES.finditer(text):
-        if not match.group(2):
+        if len(found) >= MAX_CALLS_READ:
+            unread += 1
+        elif not match.group(2):
             found.append(CallError("the tool call is not closed with </tool_call>"))
-            continue
-        found.append(call_from_json(match.group(1).strip()))
+        else:
+            found.append(call_from_json(match.group(1).strip()))
     calls, errors = _split(found)
-    return Parsed(calls, errors, _HERMES.sub("", text).strip())
+    return Parsed(calls, errors, _HERMES.sub("", text).strip(), unread)
 
 
 @register_format("json")
@@ -177,8 +184,12 @@ _FENCE = re.compile(r"```([A-Za-z_][\w.-]*)[ \t]*\n(.*?)(\n```|$)", re.DOTALL)
 @register_format("fenced")
 def parse_fenced(text: str) -> Parsed:
     found: list[ToolCall | CallError] = []
+    unread = 0
     for match in _FENCE.finditer(text):
         name, body, closed = match.group(1), match.group(2), match.group(3)
+        if len(found) >= MAX_CALLS_READ:
+            unread += 1
+            continue
         if not closed:
             found.append(CallError(f"the {name} block is not closed with ```"))
             continue
@@ -191,7 +202,7 @@ def parse_fenced(text: str) -> Parsed:
         else:
             found.append(ToolCall(name, {}, stripped))
     calls, errors = _split(found)
-    return Parsed(calls, errors, _FENCE.sub("", text).strip())
+    return Parsed(calls, errors, _FENCE.sub("", text).strip(), unread)
 
 
 def _json_or_raw(body: str) -> Any:

@@ -124,7 +124,7 @@ class ToolEnv(Environment):
                 text, failed = result.text, result.error
             info["tool_errors"] += int(failed)
             observations.append({"role": "tool", "name": clean_text(call.name[:100]), "content": clean_text(text)})
-        skipped = len(parsed.calls[cap:]) + len(parsed.errors[cap:])
+        skipped = len(parsed.calls[cap:]) + len(parsed.errors[cap:]) + parsed.unread
         if skipped:
             info["skipped_calls"] = info.get("skipped_calls", 0) + skipped
             observations.append({"role": "tool", "content": f"error: {skipped} more tool call(s) in this turn were not "
