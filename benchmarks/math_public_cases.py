@@ -1,6 +1,6 @@
 """rlvr's math verifier and Math-Verify on public answer-equivalence cases, one table row per source.
 
-    python benchmarks/math_public_cases.py [--cases FILE ...] [--show 50]
+    python benchmarks/math_public_cases.py [--cases FILE ...] [--show 50] [--prune-known]
 
 The cases live in tests/data/math_public_*.jsonl. Each names its source ("source") and, for cases taken from
 another project's tests or grader, the repository, path and commit they come from ("repo", "path", "commit",
@@ -9,7 +9,8 @@ authors decided wrong, "expected" is our verdict, "source_expected" keeps theirs
 The cases on which rlvr is known to be wrong are listed by family in tests/data/math_public_known_wrong.json
 (explained in docs/math_public_comparison.md).
 
-Prints, per source: cases, how many verdicts each verifier gets right, both wrong, rlvr-only wrong,
+--prune-known deletes from that file the cases rlvr now gets right (it never adds one: a new known
+disagreement needs its family written by hand). Prints, per source: cases, how many verdicts each verifier gets right, both wrong, rlvr-only wrong,
 Math-Verify-only wrong, and the p50/p99 latency of one rlvr call; then every case either gets wrong.
 Needs `pip install math-verify` (the `bench` extra).
 """
@@ -142,10 +143,24 @@ def markdown(rows: list[tuple[str, int, dict[str, float]]], seconds: list[float]
     return "\n".join(lines)
 
 
+def prune_known(now_right: list[str]) -> None:
+    """Delete the given case ids from the known-disagreement file, and every family left without a case."""
+    known = json.loads(KNOWN_WRONG.read_text(encoding="utf-8"))
+    gone = sorted(set(now_right) & set(known["cases"]))
+    for case_id in gone:
+        del known["cases"][case_id]
+    used = set(known["cases"].values())
+    known["families"] = {k: v for k, v in known["families"].items() if k in used}
+    KNOWN_WRONG.write_text(json.dumps(known, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"pruned {len(gone)} known disagreements rlvr now gets right: {', '.join(gone) or '-'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="*", help="JSONL files (default: tests/data/math_public_*.jsonl)")
     parser.add_argument("--show", type=int, default=200, help="wrong cases to print")
+    parser.add_argument("--prune-known", action="store_true",
+                        help=f"delete the cases rlvr now gets right from {KNOWN_WRONG.name}")
     args = parser.parse_args()
     cases = load_cases(*(args.cases or []))
     rlvr_verdict(cases[0])  # imports and warm-up, before timing
@@ -157,6 +172,8 @@ def main() -> None:
     slow = sorted(zip(seconds, cases), key=lambda p: -p[0])[:5]
     print("\nslowest rlvr calls: " + ", ".join(f"{c['id']} {1000 * s:.0f} ms" for s, c in slow))
     known = json.loads(KNOWN_WRONG.read_text(encoding="utf-8"))["cases"]
+    if args.prune_known:
+        prune_known([c["id"] for c, a in zip(cases, ours) if a == c["expected"]])
     wrong = [(c, a, b) for c, a, b in zip(cases, ours, theirs) if a != c["expected"] or b != c["expected"]]
     print(f"\ncases either gets wrong: {len(wrong)}")
     for c, a, b in wrong[: args.show]:

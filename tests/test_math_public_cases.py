@@ -60,8 +60,8 @@ def test_case(index):
     case, verdict = CASES[index], rlvr_verdicts()[index]
     if case["id"] in KNOWN_WRONG:
         assert verdict != case["expected"], (
-            f"rlvr now gets {case['id']} right: remove it from {KNOWN_FILE.name} (family "
-            f"{KNOWN_WRONG[case['id']]!r}) and from docs/math_public_comparison.md")
+            f"rlvr now gets {case['id']} right: run `python benchmarks/math_public_cases.py --prune-known` (family "
+            f"{KNOWN_WRONG[case['id']]!r}), then update docs/math_public_comparison.md")
     else:
         assert verdict == case["expected"], case
 
