@@ -315,3 +315,20 @@ def check_audit(response, reference):
 
 def check_rounding(response, reference):
     return 1.0 if (1.0 / 3.0).hex() == reference else 0.0
+
+
+def change_monitoring(response, reference):
+    """A sys.monitoring tool (Python 3.12+) whose callback breaks every function call that follows."""
+    monitoring = sys.monitoring
+    monitoring.use_tool_id(4, "rlvr-probe")
+
+    def on_start(code, offset):
+        raise RuntimeError("monitored")
+
+    monitoring.register_callback(4, monitoring.events.PY_START, on_start)
+    monitoring.set_events(4, monitoring.events.PY_START)
+    return 1.0
+
+
+def check_monitoring(response, reference):
+    return 1.0 if sys.monitoring.get_tool(4) is None else 0.0

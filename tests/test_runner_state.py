@@ -134,3 +134,10 @@ def test_restoring_costs_little(runner):
         assert runner.score([CallableRequest(rf.match, "a", "a", cache=False)])[0].score == 1.0
     per_call_ms = (time.perf_counter() - t0) / 50 * 1000
     assert per_call_ms < 20, per_call_ms
+
+
+@pytest.mark.skipif(not hasattr(__import__("sys"), "monitoring"), reason="sys.monitoring is Python 3.12+")
+def test_a_monitoring_tool_is_removed(runner):
+    call(runner, sf.change_monitoring)
+    v = call(runner, sf.check_monitoring)
+    assert (v.score, v.status) == (1.0, Status.CORRECT), v

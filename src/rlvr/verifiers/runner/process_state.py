@@ -5,7 +5,7 @@ Each kind of state is one small class: its constructor records the state, ``rest
 False when it cannot (the worker then retires after answering: a fresh worker is always clean). The kinds, in the
 order they are restored:
 
-- tracing: interval timers, trace and profile hooks (also those of new threads);
+- tracing: interval timers, trace and profile hooks (also those of new threads), sys.monitoring tools (3.12+);
 - signals: Python's handlers, the kernel's dispositions (a handler or SIG_IGN set below Python, through ctypes)
   and the blocked-signal mask;
 - descriptors: standard input, output and error and the worker's channel are put back from copies when a call
@@ -53,14 +53,38 @@ _HIGH_FD = 200  # where the copies of the kept descriptors live, away from the l
 
 
 class Tracing:
+    def __init__(self) -> None:
+        monitoring = getattr(sys, "monitoring", None)  # Python 3.12+
+        self.tools = {i: monitoring.get_tool(i) for i in range(6)} if monitoring else {}
+
+    def _monitoring(self) -> bool:
+        monitoring = sys.monitoring  # type: ignore[attr-defined]
+        clean = True
+        for tool, name in self.tools.items():
+            if monitoring.get_tool(tool) == name:
+                continue
+            if name is not None:  # a tool of the worker's own was freed or replaced: cannot be put back
+                clean = False
+                continue
+            # a call registered a tool: its callbacks would fire during the next call
+            monitoring.set_events(tool, 0)
+            for bit in range(20):
+                try:
+                    monitoring.register_callback(tool, 1 << bit, None)
+                except ValueError:
+                    pass
+            monitoring.free_tool_id(tool)
+        return clean
+
     def restore(self) -> bool:
+        clean = self._monitoring() if self.tools else True
         for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
             signal.setitimer(timer, 0)
         sys.settrace(None)
         sys.setprofile(None)
         threading.settrace(None)  # type: ignore[arg-type]
         threading.setprofile(None)  # type: ignore[arg-type]
-        return True
+        return clean
 
 
 def _kernel_signals() -> tuple[str, ...]:
