@@ -291,7 +291,7 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             on_path.add(id(x))
             stack.append((iter(members), x, t is tuple))
         elif modules and t is types.ModuleType and isinstance(getattr(x, "__name__", None), str):
-            _reference(out, "m", _numbered(ref, x)[1], x.__name__)
+            _reference(out, "m", 0, x.__name__)  # resolved by name on the other side: no number to keep
         elif ref is None:
             raise Unencodable(f"a {t.__name__} cannot be sent")
         else:

@@ -37,15 +37,16 @@ a module the program names resolves only to one of the judge's own libraries (``
 
 from __future__ import annotations
 
-import json
 import os
 import select
+import struct
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlvr.verifiers.code import codec
 from rlvr.verifiers.code.judge import (  # noqa: F401 - the judge's parts, importable from here
     PRELOADED,
     HarnessError,
@@ -65,7 +66,15 @@ from rlvr.verifiers.code.sandbox import Limits, Sandbox, communicate
 JUDGE = Path(__file__).with_name("judge.py")
 JUDGE_GRACE_S = 2.0  # past a test's timeout_s, the judge itself is killed (its own deadline has failed)
 JUDGE_START_S = 10.0  # time for the judge's interpreter to start, beside the program's load
-MAX_REPORT_LINE = 1 << 20
+MAX_REPORT = 4 << 20  # bytes of one report from the judge
+# judge.py, loaded by its path as a module, without -B: its compiled form is cached and reused (a script, or a
+# module under PYTHONDONTWRITEBYTECODE, would be compiled again at every start: tens of milliseconds)
+_JUDGE_MAIN = ("import importlib.util, sys\n"
+               "spec = importlib.util.spec_from_file_location('rlvr_judge', sys.argv[1])\n"
+               "judge = importlib.util.module_from_spec(spec)\n"
+               "sys.modules['rlvr_judge'] = judge\n"
+               "spec.loader.exec_module(judge)\n"
+               "judge.main()\n")
 # the judge's libraries use one thread each: its memory limit counts every thread's reserved address space
 _JUDGE_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -82,7 +91,7 @@ class AssertRun:
 
 
 class _Reports:
-    """The judge's lines, each read by a deadline."""
+    """The judge's reports (length-prefixed frames of codec.py), each read by a deadline."""
 
     def __init__(self, fd: int):
         self.fd = fd
@@ -90,16 +99,21 @@ class _Reports:
         self.buf = bytearray()
 
     def next(self, deadline: float) -> dict | None:
-        """The next report; None when the judge has ended; TimeoutError past ``deadline``."""
+        """The next report; None when the judge has ended (or sent what it never sends); TimeoutError past
+        ``deadline``."""
         while True:
-            newline = self.buf.find(b"\n")
-            if newline >= 0:
-                line = bytes(self.buf[:newline])
-                del self.buf[: newline + 1]
-                report = json.loads(line)
-                return report if isinstance(report, dict) else {}
-            if len(self.buf) > MAX_REPORT_LINE:
-                return None
+            if len(self.buf) >= 4:
+                (n,) = struct.unpack(">I", self.buf[:4])
+                if n > MAX_REPORT:
+                    return None
+                if len(self.buf) >= 4 + n:
+                    body = bytes(self.buf[4 : 4 + n])
+                    del self.buf[: 4 + n]
+                    try:
+                        report = codec.decode(body, max_cost=16 * MAX_REPORT)
+                    except codec.CodecError:
+                        return None
+                    return report if isinstance(report, dict) else None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -141,14 +155,14 @@ def run_assert_tests(tests: list[str], sandbox: Sandbox) -> AssertRun:
     job = {"tests": tests, "timeout_s": limits.timeout_s, "output_bytes": limits.output_bytes, "fds": fds,
            "memory_bytes": int(limits.memory_mb) * 1024 * 1024}
     try:
-        judge = subprocess.Popen([sys.executable, "-I", "-B", str(JUDGE)], stdin=subprocess.PIPE,
+        judge = subprocess.Popen([sys.executable, "-I", "-c", _JUDGE_MAIN, str(JUDGE)], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=fds, close_fds=True,
                                  env={**os.environ, **_JUDGE_ENV})
     finally:  # the judge holds the channel now: the sandbox sees it close when the judge ends
         os.close(from_child)
         os.close(to_child)
     try:
-        judge.stdin.write(json.dumps(job).encode())
+        judge.stdin.write(codec.encode(job))
         judge.stdin.close()
         return _read_reports(tests, _Reports(judge.stdout.fileno()), sandbox, proc)
     finally:
@@ -171,8 +185,6 @@ def _read_reports(tests: list[str], reports: _Reports, sandbox: Sandbox, proc) -
             report = reports.next(deadline)
         except TimeoutError:
             report = {"timeout": True}
-        except ValueError:  # not JSON: the judge is broken
-            report = None
         if report is not None and report.get("kill"):
             sandbox.kill(proc)
             continue

@@ -21,20 +21,19 @@ Inside the judge (see ``Session`` and ``Remote``):
     answers with the test's own object, under the test's deadline. The program may call such an object, and
     read attributes (not dunder names) of objects whose class the tests define: nothing else of the judge is
     reachable through it.
-The judge imports the standard library and ``codec.py`` and ``channel.py`` from its own folder, nothing else,
-so it starts in a few tens of milliseconds.
+The judge imports a few standard modules and ``codec.py`` and ``channel.py`` from its own folder, nothing else
+(the libraries of PRELOADED on first use), so it starts in a few tens of milliseconds.
 """
 
 from __future__ import annotations
 
 import builtins
 import importlib
-import json
 import os
+import struct
 import sys
 import time
 import types
-from dataclasses import dataclass
 from typing import Any
 
 
@@ -68,6 +67,7 @@ PRELOADED = ("math", "cmath", "re", "string", "collections", "itertools", "funct
              "random", "statistics", "fractions", "decimal", "operator", "copy", "datetime", "json", "hashlib",
              "typing", "numpy")
 LIBRARY_NAMES = {**{name: name for name in PRELOADED}, "np": "numpy"}
+MIN_JUDGE_MEMORY = 256 << 20  # bytes of address space beyond its size at start, at least (numpy's import)
 TESTS_MODULE = "rlvr_tests"  # the tests' ``__name__``: classes they define carry it as ``__module__``
 
 
@@ -78,16 +78,25 @@ def library(name: str) -> types.ModuleType | None:
     if module is None and name in PRELOADED:
         try:
             module = importlib.import_module(name)
-        except ImportError:
+        except (ImportError, MemoryError):  # not installed, or beyond the judge's memory limit
             return None
     return module if isinstance(module, types.ModuleType) else None
 
 
-@dataclass
 class TestResult:
-    status: str  # passed / failed / timeout / error
-    reason: str = ""
-    message: str = ""
+    """One test's outcome: status passed / failed / timeout / error, a reason, a message."""
+
+    __slots__ = ("status", "reason", "message")
+
+    def __init__(self, status: str, reason: str = "", message: str = ""):
+        self.status, self.reason, self.message = status, reason, message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TestResult) and (self.status, self.reason, self.message) == (
+            other.status, other.reason, other.message)
+
+    def __repr__(self) -> str:
+        return f"TestResult({self.status!r}, {self.reason!r}, {self.message!r})"
 
     def as_dict(self) -> dict:
         out = {"status": self.status}
@@ -207,7 +216,8 @@ class Session:
         except ChannelViolation as exc:
             raise self._end(ProtocolViolation(str(exc))) from None
         try:
-            message = codec.decode(frame, self._deref, deadline=self.deadline, clock=time.monotonic)
+            # imports: the modules of codec's fixed table of kinds (fractions, decimal...), on first use
+            message = codec.decode(frame, self._deref, deadline=self.deadline, clock=time.monotonic, imports=True)
         except codec.TooSlow:
             raise self._end(TestTimeout()) from None
         except codec.TooLarge as exc:  # well-formed, but beyond what the judge rebuilds
@@ -472,13 +482,15 @@ def one_test(test: str, index: int, namespace: dict, session: Session) -> TestRe
 
 
 class _Reporter:
-    """The judge's stdout towards the checker: one JSON object per line."""
+    """The judge's stdout towards the checker: one frame per report (a 4-byte big-endian length, then a dict
+    of plain values encoded by codec.py; json would cost the judge's start-up the import of ``re``)."""
 
     def __init__(self, fd: int):
         self.fd = fd
 
     def write(self, **fields: Any) -> None:
-        data = memoryview((json.dumps(fields) + "\n").encode())
+        body = codec.encode(fields)
+        data = memoryview(struct.pack(">I", len(body)) + body)
         while data:
             data = data[os.write(self.fd, data):]
 
@@ -492,7 +504,7 @@ def _limit_memory(extra_bytes: int) -> None:
     with open("/proc/self/statm") as f:
         size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    limit = size + int(extra_bytes)
+    limit = size + max(int(extra_bytes), MIN_JUDGE_MEMORY)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
@@ -559,18 +571,9 @@ def _tail(channel: Channel, outputs: list[int]) -> str:
     return channel.captured(outputs[1])[-4000:].decode("latin-1")
 
 
-def _preload() -> None:
-    """The standard-library part of PRELOADED, imported before any test (numpy, slow to import, waits until a
-    program or a test names it): codec.py rebuilds fractions, decimals and dates only with classes imported."""
-    for name in PRELOADED:
-        if name != "numpy":
-            library(name)
-
-
 def main() -> None:
     _die_with_parent()
-    _preload()
-    job = json.loads(sys.stdin.buffer.read().decode())
+    job = codec.decode(sys.stdin.buffer.read())
     reporter = _Reporter(sys.stdout.fileno())
     _limit_memory(job["memory_bytes"])
     judge(job, reporter)
