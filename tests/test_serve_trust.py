@@ -352,3 +352,13 @@ def test_the_command_line_helpers_serve_with_the_operators_allow_list(tmp_path):
     bad = subprocess.run([sys.executable, "-c", script, "--port", "1", "--allow-option", "base_url"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "base_url" in bad.stderr
+
+
+@pytest.mark.parametrize("name", ["timeout_s", "per_test_timeout_s", "backoff_s", "deadline", "budget_seconds"])
+def test_every_time_budget_is_clamped_or_refused(name):
+    service = RewardService("exact", allow_options={name}, max_timeout_s=2.0)
+    row = service.admit({**GOOD, "verifier_options": {name: 3600}})
+    assert row["verifier_options"][name] == 2.0
+    assert service.admit({**GOOD, "verifier_options": {name: 1.5}})["verifier_options"][name] == 1.5
+    with pytest.raises(ValueError, match=name):
+        service.admit({**GOOD, "verifier_options": {name: "forever"}})

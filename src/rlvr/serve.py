@@ -30,8 +30,8 @@ What a row may ask for (``/score``): a verifier by name, and ``verifier_options`
 allowed (``allow_options``, ``rlvr serve --allow-option NAME``); even an allowed option never names something on
 the server (an option whose name says file, folder, path, URL, host, database, environment variable, key or
 token, or any string value shaped like a URL or a filesystem path: the server's own API key must never be sent to
-a host a client chose, nor a client read a server file), and a time budget is clamped to the server's cap
-(``max_timeout_s``, ``--max-timeout-s``). A reference whose top-level keys name a server resource (the sql
+a host a client chose, nor a client read a server file), and a time budget (``timeout_s`` and any option named
+for seconds, a timeout or a deadline) is clamped to the server's cap (``max_timeout_s``, ``--max-timeout-s``). A reference whose top-level keys name a server resource (the sql
 verifier's ``db`` file) is refused the same way. A refused row, and a row whose scoring fails, gets its own
 verdict (status "error", reasons "option_not_allowed", "server_resource", "bad_option", "row_failed", with the
 message under "error") while the other rows of the request are scored.
@@ -81,6 +81,8 @@ _RESOURCE_NAME = re.compile(
 _RESOURCE_VALUE = re.compile(
     r"^\s*(?:[A-Za-z][A-Za-z0-9+.\-]*://|//|\\\\|file:|~|/|\.{1,2}(?:[/\\]|$)|[A-Za-z]:[/\\])"
 )
+# A time budget (seconds): clamped to the server's max_timeout_s.
+_TIME_BUDGET = re.compile(r"(?:timeout|deadline|seconds|(?:^|_)s$)", re.IGNORECASE)
 _MAX_OPTION_DEPTH = 8
 
 
@@ -191,15 +193,15 @@ class RewardService:
         if found:
             raise RowRefused(f"{found}: a request cannot name files, URLs or credentials on the server",
                              "server_resource")
-        if "timeout_s" in options:
-            budget = options["timeout_s"]
+        clamped = {}
+        for name in filter(_TIME_BUDGET.search, options):
+            budget = options[name]
             if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) \
                     or budget <= 0:
-                raise RowRefused(f"verifier_options.timeout_s must be a finite number > 0, got {budget!r}",
-                                 "bad_option")
+                raise RowRefused(f"verifier_options.{name} must be a finite number > 0, got {budget!r}", "bad_option")
             if budget > self.max_timeout_s:
-                row = {**row, "verifier_options": {**options, "timeout_s": float(self.max_timeout_s)}}
-        return row
+                clamped[name] = float(self.max_timeout_s)
+        return {**row, "verifier_options": {**options, **clamped}} if clamped else row
 
     def score(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One result per row: reward (composed), score/status/reason/extracted (the task verifier's verdict),
