@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 import warnings
@@ -149,7 +150,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     rows = read_rows(args.input, required=("response", "reference"))
     verdicts = score_batch([ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"], r.get("verifier_options") or {}) for r in rows])
     out_rows = [
-        {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted}
+        {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted,
+         "details": json.loads(json.dumps(v.details, default=repr))}
         for row, v in zip(rows, verdicts)
     ]
     if args.output:
@@ -390,7 +392,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # KEY=VALUE overrides may come after a flag (`rlvr train cfg.yaml --resume train.steps=200`)
+    if extra and isinstance(getattr(args, "overrides", None), list) and \
+            all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda message, *_, **__: f"rlvr {args.command}: warning: {message}\n"
     try:
