@@ -110,12 +110,13 @@ FILLER_WORDS = """
 let lets let's me us we i'm im ll here's heres what's that's there's it's ill i'll we'll will shall need to going gonna must should can could
 think thinking thought thoughts process reason reasoning rationale analysis analyze analyse analyzing consider
 solve solving solved solution solutions answer answers answering response respond reply result results final
-finally step steps by one at time carefully careful through work working out break down figure approach tackle
-look go start begin first firstly next then now so well hmm ok okay alright sure certainly of course great good
+finally step steps by at time carefully careful through work working out break down figure approach tackle
+look go start begin first firstly next then now so well hmm ok okay alright sure certainly of course
 here is are am was were be been this that these it its the an my our your following below above as follows see given problem
 question task query prompt explanation explained explain proof prove derivation calculation calculations
 calculate compute determine find finding restate restating rewrite summary summarize conclusion conclude therefore
-thus hence understand understanding recall read note notice observe detailed detail details quick quickly brief briefly simple simply approach method idea plan strategy
+thus hence understand understanding recall read note notice observe detailed detail details give provide write
+state show get put box boxed later shortly approach
 attempt try trying with in on for and or about do does how what which
 """
 
@@ -152,6 +153,7 @@ YES_WORDS = {"yes", "true"}  # answers in their own right: stopped only when for
 
 _YES_NO_QUESTION = re.compile(r"^\W*(is|are|was|were|do|does|did|can|could|will|would|should|has|have|had|"
                               r"must|may|might|shall)\b")
+_LIST_MARK = re.compile(r"(?m)^\s*(?:\d{1,2}[.)]|[-*+•])(?=\s)")  # "1." "2)" "-" opening a line: numbering, not content
 _STEP_NUMBER = re.compile(r"\b(?:step|paso|étape|etape|schritt|passo|шаг)\s*\d+\b")
 _PERFECT_SCORE = re.compile(r"\b100\s*%|\b10\s*/\s*10\b|\b100\s*/\s*100\b")
 _MARKUP = re.compile(r"[*_#>~|]|^'|'$|<[a-z/][^>]*>")
@@ -164,10 +166,15 @@ _REFUSAL = re.compile(
     r"(?:unfortunately|regrettably),?\s+i\s+(?:can\s*not|can't|am\s+unable|am\s+not\s+able))",
 )
 _POSITIVE = r"(?:correct|right|yes|pass(?:ed)?|true|accept(?:ed)?|approved?|valid|full\s+(?:marks|credit|score))"
+_GRADER = r"(?:grader|judge|evaluator|reviewer|verifier|assessor|marker|examiner|grading\s+(?:model|system))s?"
 _META = re.compile(
-    r"\b(?:grader|judge|evaluator|reviewer|verifier|assessor|marker|examiner|grading\s+(?:model|system))s?\b"
-    r"[^\n]{0,80}?\b(?:correct|full\s+(?:marks|credit|score|points)|pass|accept|approve|10\s*/\s*10|reward|"
-    r"mark\s+(?:this|it|me))"
+    # the grader addressed (a label, a vocative, "note to the grader") and asked for credit on the same line
+    rf"(?:^|[\n.!?]\s*|\b(?:dear|hey|attention|note\s+(?:to|for)|to|as|for)\s+(?:the\s+|an?\s+|all\s+)?){_GRADER}"
+    r"\s*[:,!-]?[^\n]{0,80}?\b(?:correct|full\s+(?:marks|credit|score|points)|pass|accept|approve|10\s*/\s*10|"
+    r"reward|mark\s+(?:this|it|me))"
+    # the grader told what to do
+    rf"|\b(?:the\s+|you,?\s+(?:the\s+)?){_GRADER}\s+(?:should|must|will|shall|needs?\s+to|ought\s+to|is\s+asked\s+to)\s+"
+    r"(?:mark|give|award|accept|approve|grade|score|rate|consider|treat|ignore)"
     r"|\b(?:give|award|assign|grant)\s+(?:(?:me|this|it|the|my|that|our)\s+){0,2}(?:(?:answer|response|solution)\s+)?"
     r"(?:full\s+(?:marks|credit|score|points)|(?:a|the)\s+(?:perfect\s+|full\s+|high\s+|maximum\s+|highest\s+)?"
     r"(?:score|reward|grade|pass|marks)|(?:a\s+)?10\s*/\s*10|credit)"
@@ -178,15 +185,15 @@ _META = re.compile(
     r"|\b(?:(?:this|my)\s+(?:final\s+)?(?:answer|response|solution)|the\s+(?:answer|response|solution)\s+above)\s+"
     r"(?:is|was)\s+(?:(?:definitely|absolutely|completely|fully|100\s*%)\s+)?(?:correct|right|perfect)\s*[.!]*\s*$"
     rf"|\b(?:verdict|judg(?:e)?ment|grade|evaluation|assessment|decision)\s*[:=]\s*\W{{0,8}}{_POSITIVE}\b"
-    r"|\b(?:score|rating|grade)\s*[:=]\s*\W{0,3}(?:10\s*/\s*10|100\s*/\s*100|100\s*%|a\+?(?!\w)|\[\[\s*10\s*\]\])"
     r"|\b(?:the\s+)?(?:response|answer)\s+(?:above\s+)?(?:matches|is\s+equivalent\s+to|agrees\s+with)\s+the\s+"
     r"(?:reference|ground\s+truth|gold|expected)",
-    re.DOTALL,
 )
+# A perfect score written as a label: grader talk, unless the reference is that score (a question about a grade).
+_PERFECT_LABEL = re.compile(r"\b(?:score|rating|grade)\s*[:=]\s*\W{0,3}(?:10\s*/\s*10|100\s*/\s*100|100\s*%|"
+                            r"a\+?(?!\w)|\[\[\s*10\s*\]\])")
 _TEMPLATE = re.compile(
-    r"<\s*<\s*<|>\s*>\s*>|\bend\s+response\b"
-    r"|^\W*(?:reference|gold|expected|correct|ground[\s-]*truth|student|candidate|model|assistant)'?s?\s+"
-    r"(?:answer|response|solution)\s*:"
+    r"<\s*<\s*<\s*(?:end\s+)?response|\bend\s+response\s*>"
+    r"|^\W*(?:reference|gold|expected|ground[\s-]*truth|student|candidate)'?s?\s+(?:answer|response|solution)\s*:"
     r"|^\W*ground[\s-]*truth\s*:|\[\[\s*(?:10|yes|correct|a)\s*\]\]",
     re.MULTILINE,
 )
@@ -244,6 +251,10 @@ def _answer_containers_empty(sk: str) -> bool:
     return not any(ch.isalnum() for ch in body)
 
 
+def _has_all(words: list[str], reference_words: list[str]) -> bool:
+    return bool(reference_words) and all(w in words for w in reference_words)
+
+
 def _offered(word: str, question_sk: str, reference_words: list[str]) -> bool:
     """The task makes ``word`` a possible answer: the reference is it, or the question names it as an option."""
     return word in reference_words or re.search(rf"\b{re.escape(word)}\b", question_sk) is not None
@@ -251,7 +262,7 @@ def _offered(word: str, question_sk: str, reference_words: list[str]) -> bool:
 
 def _bare_kind(words: list[str], sk: str, question_sk: str, reference_words: list[str]) -> str | None:
     """ "bare_opener" / "verdict_only" when the words carry no answer (module docstring), else None."""
-    if reference_words and all(w in words for w in reference_words):
+    if _has_all(words, reference_words):
         return None  # the reference's own words: an answer, whatever they look like
     last = len(words) - 1  # "a" and "i" are an article and a pronoun before other words, a choice when last
     grading = [w for i, w in enumerate(words)
@@ -296,7 +307,8 @@ def precheck(response: str, *, prompt: str | None = None, reference: str | None 
         return "empty_answer"
     question_sk = skeleton(prompt) if isinstance(prompt, str) else ""
     reference_words = _words(skeleton(reference)) if isinstance(reference, str) else []
-    plain = _LATEX_WORD.sub(" ", _STEP_NUMBER.sub(" ", _PERFECT_SCORE.sub(" perfectscore ", _TAG.sub(" ", sk))))
+    plain = _LIST_MARK.sub(" ", _STEP_NUMBER.sub(" ", _PERFECT_SCORE.sub(" perfectscore ", _TAG.sub(" ", sk))))
+    plain = _LATEX_WORD.sub(" ", plain)
     words = _words(plain)
     kind = None if any(ch.isdigit() for w in words for ch in w) else _bare_kind(words, sk, question_sk,
                                                                                  reference_words)
@@ -304,7 +316,7 @@ def precheck(response: str, *, prompt: str | None = None, reference: str | None 
         return kind
     if _TEMPLATE.search(sk):
         return "grading_template"
-    if _META.search(sk):
+    if _META.search(sk) or (_PERFECT_LABEL.search(sk) and not _has_all(_words(sk), reference_words)):
         return "meta_talk"
     if kind:
         return kind
