@@ -80,6 +80,7 @@ from rlvr.verifiers.math.expression import ParseError, TooComplex, decimal_value
 from rlvr.verifiers.math.extract import boxed_all, extract
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER, normalize
 from rlvr.verifiers.math.parse import parse_answer
+from rlvr.verifiers.math.symbolic import fallback_installed
 from rlvr.verifiers.math.values import AnswerValue, Equation, FiniteSet, OrderedTuple, is_multi
 from rlvr.verifiers.registry import register_verifier
 
@@ -91,7 +92,7 @@ PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing
 INLINE_MARGIN_S = 1.0
 INLINE_MARGIN_SHARE = 0.5
 MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
-_MC = re.compile(r"^\(?([A-J])\)?$")
+_MC = re.compile(r"^\(?([A-J])\)?(?:[.:)]\s+\S.*)?$")  # "C", "(C)", "C. x = 42": a choice letter
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
 _MC_ANSWER = re.compile(r"^\s*(?:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-Ja-j])(?:[.:)](?:\s|$)|$))", re.I)
 # two numbers joined by a comma without a space, which is no thousands separator ("1,22", "0,111")
@@ -352,8 +353,11 @@ def _prover(stage: Stage) -> Prover | None:
 def _latex2sympy_verdict(norm: str, ref_text: str | None, got: AnswerValue | None,
                          ref: AnswerValue | None) -> Verdict:
     """latex2sympy2_extended for a side our parser cannot read (in the supervised worker only)."""
-    from rlvr.verifiers.math.symbolic import latex2sympy_equal
+    from rlvr.verifiers.math.symbolic import MISSING_FALLBACK, latex2sympy_equal
 
+    if not fallback_installed():
+        side = "reference" if ref is None else "response"
+        return _v(0.0, Status.UNDECIDABLE, "unparseable_answer", side=side, error=MISSING_FALLBACK)
     if ref is None and (ref_text is None or latex2sympy_equal(ref_text, ref_text) is None):
         return _v(0.0, Status.ERROR, "bad_reference", error="the reference cannot be parsed")
     if got is None and latex2sympy_equal(norm, norm) is None:
@@ -475,6 +479,7 @@ def math_verifier(
         budget.set_deadline(previous)
     if verdict is None:
         stage = "symbolic"
+        fallback_installed()  # the worker may need latex2sympy2_extended: a missing one is said here, once
         verdict = _symbolic_stage(answer, reference, options, soft - min(PROBE_RESERVE_S, 0.1 * budget_s))
         if verdict.status in (Status.TIMEOUT, Status.ERROR):
             previous = budget.set_deadline(soft)

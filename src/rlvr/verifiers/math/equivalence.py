@@ -174,6 +174,15 @@ def _same_parameter(x: tuple, y: tuple, nx: set[str], ny: set[str]) -> tuple:
     return y
 
 
+def _terminates(v: Fraction) -> bool:
+    """``v`` has a finite decimal expansion (its denominator has no prime factor but 2 and 5)."""
+    d = v.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
 def written_decimal(a: Tree) -> bool:
     """``a`` is a decimal as written (``1.414``, ``-2.5``, ``1.5 \times 10^{3}``), possibly scaled by rational
     constants (a quantity in its base unit): the one kind of value a tolerance applies to."""
@@ -230,7 +239,12 @@ def expressions_equal(x: Tree, y: Tree, cmp: Comparison, px: bool = False, py: b
     except NotRational:
         pass
     else:
-        return any(a == b for a, b in _scales(rx, ry, px, py, cmp.percent))
+        if any(a == b for a, b in _scales(rx, ry, px, py, cmp.percent)):
+            return True
+        # a decimal as written against a value no decimal can write (1/12): the tolerance, as for irrationals
+        if cmp.inexact and (written_decimal(x) and not _terminates(ry) or written_decimal(y) and not _terminates(rx)):
+            return any(_close(a, b, cmp.rel_tol, cmp.abs_tol) for a, b in _scales(rx, ry, px, py, cmp.percent))
+        return False
     nx, ny = free_symbols(x), free_symbols(y)
     if nx != ny:
         y = _same_parameter(x, y, nx, ny)
@@ -344,9 +358,21 @@ def _equation_value(a: Equation, cmp: Comparison) -> AnswerValue | None:
         if side is not None and not free_symbols(side):
             if last is None or expressions_equal(side, last, cmp) is not True:
                 return None
-        elif not label:
+        elif not label and value is not None:  # a side we cannot read (a determinant, 17 \bmod 5) names it
             return None
     return a.sides[-1]
+
+
+def _consistent(a: Equation, cmp: Comparison) -> bool:
+    """Every constant side of a chain agrees with its last side (x = 5+5+1 = 1/3 does not)."""
+    last = _side(a.sides[-1])
+    if len(a.sides) < 3 or last is None or free_symbols(last):
+        return True
+    for value in a.sides[1:-1]:
+        side = _side(value)
+        if side is not None and not free_symbols(side) and expressions_equal(side, last, cmp) is not True:
+            return False
+    return True
 
 
 def _parameter_as(eq: Equation, value: AnswerValue, other: AnswerValue) -> AnswerValue:
@@ -373,6 +399,8 @@ def _function_renamed(a: Equation, b: Equation) -> dict[str, str]:
 def equations_equal(a: Equation, b: Equation, cmp: Comparison) -> bool | None:
     """Two equations are the same when lhs - rhs of one is a nonzero multiple of the other's (after renaming
     a function's parameters)."""
+    if not (_consistent(a, cmp) and _consistent(b, cmp)):
+        return False
     l1, r1 = _side(a.sides[0]), _side(a.sides[-1])
     l2, r2 = _side(b.sides[0]), _side(b.sides[-1])
     if None in (l1, r1, l2, r2):

@@ -42,8 +42,8 @@ class Extraction:
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 _DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
 _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
-_LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s)+")
-_TRAILING_BOLD = re.compile(r"(?:\*\*|\s)+$")
+_LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s|[\"\u201c])+")
+_TRAILING_BOLD = re.compile(r"(?:\*\*|\s|[\"\u201d])+$")
 _NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
 # several math spans offered together: "$3$ or $4$", "$x = 1$ and $x = 3$", "$1$, $2$"
 _MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
@@ -303,6 +303,10 @@ def _last_number(response: str) -> re.Match | None:
 
 # chat-template and end-of-sequence tokens a model may emit after its answer
 _TEMPLATE_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|</?s>|<(?:eos|eot|bos|end_of_turn|start_of_turn|pad)>", re.I)
+# the start of another turn of the conversation
+_NEXT_TURN = re.compile(r"<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>|<\|user\|>|<\|assistant\|>")
+# a response that is one bare expression (no delimiters, no prose): "\frac{10}{9}", "3+2", "-x^2 + 1"
+_BARE_EXPRESSION = re.compile(r"[-+*/^_=(){}\[\].,!|\s\d]*(?:(?:\\[a-zA-Z]+|[a-zA-Z]{1,2}(?![a-zA-Z]))[-+*/^_=(){}\[\].,!|\s\d]*)*")
 # the words right after a value that reject it: "9. No wait, that's wrong", "9 is what I first thought, but no"
 _RETRACTED = re.compile(
     r"^[\s.,;:!?)\]}*$]*(?:(?:no|nope|wait|hmm|oops|actually|but|however|scratch\s+that|never\s*mind)\b[\s,.!]*"
@@ -328,6 +332,7 @@ _FAR_ALTERNATIVE = re.compile(  # anywhere after it
 )
 _TAIL_TEXT = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox)\s*\{([^{}]*)\}")  # words in LaTeX, read as words
 _TAIL_LATEX = re.compile(r"\\(?:q?quad|[,;:! ])")  # spacing
+_PLAIN_NUMBER_ONLY = re.compile(r"-?\d+(?:\.\d+)?")
 TAIL_CHARS = 3000  # how far after the final container hedges are looked for
 
 
@@ -374,6 +379,9 @@ def _tag_answers(response: str, low: str) -> tuple[list[str], int]:
 
 def extract(response: str, *, strict: bool = False, truncated: bool = False) -> Extraction:
     if "<" in response:
+        turn = _NEXT_TURN.search(response)
+        if turn and response[: turn.start()].strip():  # a new turn begins: the response ended before it
+            response = response[: turn.start()]
         response = _TEMPLATE_TOKEN.sub(" ", response)
     low = _lowercase_same_length(response)
     tags, tags_end = _tag_answers(response, low) if "<answer>" in low else ([], -1)
@@ -401,6 +409,10 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
             return Extraction(ans, "marker", (ans,))
     if truncated:  # cut off by the length limit: what the text happens to end with is no committed answer
         return Extraction(None, "truncated", ())
+    bare = response.strip()
+    if 0 < len(bare) <= 300 and "$" not in bare and "\n" not in bare and _BARE_EXPRESSION.fullmatch(bare) \
+            and not _PLAIN_NUMBER_ONLY.fullmatch(bare):
+        return Extraction(bare, "math", (bare,))
     m = last_math(response)
     if m:
         at = response.rfind(m)

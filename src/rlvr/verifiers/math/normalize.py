@@ -180,6 +180,7 @@ _EVERYWHERE = re.compile(
 )
 # a label before a list item: "Minimum: 2, Maximum: 5"
 _ITEM_LABEL = re.compile(r"(?:^|(?<=[,;]))\s*[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+){0,3}\s*:\s*(?=[^\s:])")
+_MATRIX_IN_PARENTHESES = re.compile(r"^\((\\begin\{([pbBvV]?matrix)\}.*\\end\{\2\})\)$", re.S)
 _LONE_VARIABLE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?$")
 
 
@@ -266,6 +267,11 @@ def normalize(s: str, *, units: bool = True) -> str:
     if "Z" in s or "integer" in s:
         s = _without_integer_parameter(s)
     s = s.rstrip(" .;")
+    if s.endswith("\\") and not s.endswith("\\\\"):  # a stray backslash at the end ("185\\")
+        s = s[:-1].rstrip()
+    if s.startswith("(\\begin{") and s.endswith(")"):  # (\begin{pmatrix}...\end{pmatrix})
+        inner = _MATRIX_IN_PARENTHESES.match(s)
+        s = inner.group(1) if inner else s
     if "infinit" in s and _INFINITELY_MANY.match(s):
         s = "\\infty"
     if "\\approx" in s and s.count("\\approx") == 1:

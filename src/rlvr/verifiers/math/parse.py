@@ -16,7 +16,7 @@ from rlvr.verifiers.math.expression import parse_expr
 from rlvr.verifiers.math.normalize import FUNCTION_NAMES as _FUNCS
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER as _PLAIN_NUMBER
 from rlvr.verifiers.math.normalize import normalize
-from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO, canonical
+from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO, canonical, mark_trailing
 from rlvr.verifiers.math.words import number_in_words
 from rlvr.verifiers.math.values import (
     Alternatives,
@@ -88,7 +88,8 @@ def _wrapped(s: str) -> bool:
 
 
 _COMMA = re.compile(r",")
-_OR = re.compile(r"\s+or\s+|\s*\\lor\s*")
+_SEMICOLON = re.compile(r";")
+_OR = re.compile(r"\s+or\s+|\s*\\lor\s*|(?<=[)}\]\d])\s*or\s*(?=[({\[A-Z])")
 _LIST_SEP = re.compile(r"\s*;\s*|\s*,?\s+and\s+")
 _CUP = re.compile(r"\s*\\cup\s*|\s+U\s+")
 _SET_MINUS = re.compile(r"\s*\\(?:setminus|backslash|smallsetminus)(?![a-zA-Z])\s*")
@@ -141,6 +142,8 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         raise TooComplex("answer_too_long")
     if not _normalized:
         s = normalize(s, units=units)
+    elif units and _depth > 0 and "\\unit" not in s and s[-1:].isalpha():
+        s = mark_trailing(s)  # a part of a list: "35 cm" in {35 cm, 4}
     s = s.strip()
     if not s:
         raise ParseError("empty")
@@ -163,7 +166,8 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
 
     m = _MATRIX.match(s)
     if m:
-        return _matrix(m.group(2))
+        matrix = _matrix(m.group(2))
+        return _determinant(matrix) if m.group(1) == "vmatrix" else matrix
     # every structure below needs one of a few characters or words: a plain expression skips them all
     if _STRUCTURE.search(s) or s[0] in "([{":
         value = _joined(s, rec)
@@ -198,9 +202,12 @@ def _joined(s: str, rec: Parse) -> AnswerValue | None:
         lo, hi = (words.group(1), words.group(2)) if words.group(1) else (words.group(3), words.group(4))
         return IntegerRange(parse_expr(lo), parse_expr(hi))
     parts = split_top(s, _OR)
-    if len(parts) > 1:
-        return Alternatives(tuple(rec(p) for p in parts))
+    if len(parts) > 1:  # a list among the alternatives ("21, 16 or 11") offers each of its values
+        values = [rec(p) for p in parts]
+        return Alternatives(tuple(x for v in values for x in (v.items if isinstance(v, FiniteSet) else (v,))))
     parts = split_top(s, _LIST_SEP)
+    if len(parts) > 1 and all("=" in p and "," in p for p in parts):  # p=5, q=2; p=7, q=2: a list of points
+        return FiniteSet(tuple(dict.fromkeys(rec(p) for p in parts)))
     if len(parts) > 1:
         if all(_REL.search(p) for p in parts) and " and " in s:  # x > -1 and x < 1: both hold
             return _conditions(parts, rec)
@@ -216,6 +223,28 @@ def _joined(s: str, rec: Parse) -> AnswerValue | None:
             return FiniteSet(tuple(x for v in vals for x in (v.items if isinstance(v, FiniteSet) else (v,))))
         return IntervalUnion(tuple(_as_interval(v) for v in vals))
     return None
+
+
+MAX_DETERMINANT = 4  # the size up to which a determinant (vmatrix) is expanded
+
+
+def _determinant(m: Matrix) -> AnswerValue:
+    """``\\begin{vmatrix}...\\end{vmatrix}``: the determinant's expression (cofactor expansion)."""
+    n = len(m.rows)
+    if any(len(r) != n for r in m.rows) or n > MAX_DETERMINANT:
+        raise ParseError("unparseable")
+
+    def det(rows: tuple[tuple[Tree, ...], ...]) -> Tree:
+        if len(rows) == 1:
+            return rows[0][0]
+        terms = []
+        for j, cell in enumerate(rows[0]):
+            minor = tuple(r[:j] + r[j + 1 :] for r in rows[1:])
+            term = ("mul", (cell, det(minor)))
+            terms.append(term if j % 2 == 0 else ("neg", term))
+        return ("add", tuple(terms))
+
+    return Expression(det(m.rows))
 
 
 def _structure(s: str, rec: Parse) -> AnswerValue | None:
@@ -271,6 +300,8 @@ def _listed_or_bracketed(s: str, rec: Parse) -> AnswerValue | None:
         return None
     inner = s[1:-1]
     items = split_top(inner, _COMMA)
+    if len(items) == 1 and ";" in inner:  # (0; -2; 6): coordinates separated by semicolons
+        items = split_top(inner, _SEMICOLON)
     if len(items) > MAX_ITEMS:
         raise TooComplex("too_many_items")
     if s[0] == "{" and s[-1] == "}":
@@ -382,7 +413,7 @@ def _items(parts: list[str], rec: Parse) -> tuple[AnswerValue, ...]:
         out = _written_out(out)  # type: ignore[assignment]
     if len(out) > MAX_ITEMS:
         raise TooComplex("too_many_items")
-    return tuple(out)  # type: ignore[arg-type]
+    return tuple(dict.fromkeys(out))  # type: ignore[arg-type]  # a value listed twice is one solution
 
 
 def integer_tree(n: int) -> Tree:
@@ -572,6 +603,22 @@ def _absolute(inner: Tree, op: str, bound: Tree) -> AnswerValue:
     return IntervalUnion((Interval(False, NEG_INF, ("num", lo), closed), Interval(closed, ("num", hi), INF, False)))
 
 
+def _absolute_between(inner: Tree, lo: Tree, o1: str, hi: Tree, o2: str) -> AnswerValue:
+    """``lo o1 |c x + d| o2 hi`` (o1, o2 among < and <=) as the union of the two intervals it describes."""
+    outer = _absolute(inner, o2, hi)
+    try:
+        low = exact_value(lo)
+    except NotRational:
+        raise ParseError("unparseable") from None
+    if low < 0 or (low == 0 and o1 == "<="):
+        return outer
+    gap = _absolute(inner, "<" if o1 == "<=" else "<=", lo)  # the values excluded in the middle
+    if not isinstance(outer, Interval) or not isinstance(gap, Interval):
+        raise ParseError("unparseable")
+    return IntervalUnion((Interval(outer.lo_closed, outer.lo, gap.lo, not gap.lo_closed),
+                          Interval(not gap.hi_closed, gap.hi, outer.hi, outer.hi_closed)))
+
+
 def _inequality(s: str) -> AnswerValue:
     """``a < x <= b`` / ``x > 2`` / ``2 >= x`` / ``-x > -1`` / ``0 < 2x+1 < 3`` / ``x != 1`` as a set of reals."""
     ops: list[str] = []
@@ -608,14 +655,17 @@ def _one_sided(a: str, op: str, b: str) -> AnswerValue:
     return _bounds(op if c > 0 else _FLIP[op], ("num", -d / c))
 
 
-def _two_sided(pieces: list[str], ops: list[str]) -> Interval:
+def _two_sided(pieces: list[str], ops: list[str]) -> AnswerValue:
     """``lo < x <= hi`` (or ``hi > x >= lo``; the middle may be c x + d)."""
     lo, hi = parse_expr(pieces[0]), parse_expr(pieces[2])
     o1, o2 = ops
     if o1[0] == ">":
         lo, hi, o1, o2 = hi, lo, _FLIP[o2], _FLIP[o1]
-    if not _VAR.match(pieces[1]):  # lo < c*x + d < hi
-        lin = _linear(parse_expr(pieces[1]))
+    middle = parse_expr(pieces[1]) if not _VAR.match(pieces[1]) else None
+    if middle is not None and middle[0] == "abs":  # 1 <= |z| <= 3/2: two intervals
+        return _absolute_between(middle[1], lo, o1, hi, o2)
+    if middle is not None:  # lo < c*x + d < hi
+        lin = _linear(middle)
         if lin is None:
             raise ParseError("unparseable")
         _, c, d = lin

@@ -7,6 +7,9 @@ one side, latex2sympy2_extended gets a try.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import warnings
 from typing import Any
 
 from rlvr.verifiers.base import Verdict
@@ -90,8 +93,31 @@ def compare_in_worker(response: str, reference: Any, **options: Any) -> Verdict:
     return decide(response, reference, stage=Stage.SYMBOLIC, **options)
 
 
+FALLBACK_PACKAGE = "latex2sympy2_extended"
+MISSING_FALLBACK = (
+    f"{FALLBACK_PACKAGE} is not installed, so the math verifier cannot read answers its own parser does not "
+    f"(they are judged unparseable). It is a dependency of rlvr: reinstall rlvr, or `pip install {FALLBACK_PACKAGE}`."
+)
+_warned = False
+
+
+def fallback_installed() -> bool:
+    """Whether latex2sympy2_extended can be imported; says so once (a warning and the "rlvr" log) when not."""
+    global _warned
+    if importlib.util.find_spec(FALLBACK_PACKAGE) is not None:
+        return True
+    if not _warned:
+        _warned = True
+        warnings.warn(MISSING_FALLBACK, RuntimeWarning, stacklevel=2)
+        logging.getLogger("rlvr").warning(MISSING_FALLBACK)
+    return False
+
+
 def latex2sympy_equal(response: str, reference: str) -> bool | None:
-    """The fallback for text our parser cannot read: True/False, None when latex2sympy cannot read it either."""
+    """The fallback for text our parser cannot read: True/False, None when latex2sympy cannot read it either
+    (or is not installed, which is said once: ``fallback_installed``)."""
+    if not fallback_installed():
+        return None
     try:
         from latex2sympy2_extended import latex2sympy
 
@@ -108,4 +134,4 @@ def latex2sympy_equal(response: str, reference: str) -> bool | None:
             return None
 
 
-__all__ = ["compare_in_worker", "latex2sympy_equal", "sympy_equal", "to_sympy"]
+__all__ = ["compare_in_worker", "fallback_installed", "latex2sympy_equal", "sympy_equal", "to_sympy"]
