@@ -90,6 +90,24 @@ def math_verify_verdict(case: dict) -> bool:
         return False
 
 
+# Answers of every kind the verifier handles, scored once before timing so that one-time costs (imports and caches
+# built on first use) are not billed to whichever case happens to come first.
+WARM_UP = [("The answer is $\\boxed{\\frac{x+1}{2}}$.", "(x+1)/2"), ("$x \\in [2, \\infty)$", "x \\ge 2"),
+           ("$\\begin{pmatrix}1 & 2\\\\ 3 & 4\\end{pmatrix}$", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"),
+           ("$\\{1, 2\\}$", "\\{2, 1\\}"), ("$y = \\sqrt{3}x + 1$", "y=1+\\sqrt3 x"), ("$\\cfrac{2}{5}$", "0.4"),
+           ("$-[2, 5)$", "(-5, -2]"), ("$\\sum_{k=0}^{n} k$", "\\frac{n(n+1)}{2}"), ("Answer: 12,500", "12500")]
+
+
+def warm_up() -> float:
+    """Score WARM_UP with both verifiers; the seconds it took."""
+    start = time.perf_counter()
+    for response, reference in WARM_UP:
+        case = {"response": response, "reference": reference}
+        rlvr_verdict(case)
+        math_verify_verdict(case)
+    return time.perf_counter() - start
+
+
 def timed(fn, cases: list[dict]) -> tuple[list[bool], list[float]]:
     """Each case's verdict and the seconds its call took."""
     verdicts, seconds = [], []
@@ -163,8 +181,7 @@ def main() -> None:
                         help=f"delete the cases rlvr now gets right from {KNOWN_WRONG.name}")
     args = parser.parse_args()
     cases = load_cases(*(args.cases or []))
-    rlvr_verdict(cases[0])  # imports and warm-up, before timing
-    math_verify_verdict(cases[0])
+    print(f"warm-up (imports, first use): {warm_up():.1f} s")
     ours, seconds = timed(rlvr_verdict, cases)
     theirs, _ = timed(math_verify_verdict, cases)
     verdicts = {"rlvr": ours, "Math-Verify": theirs}
