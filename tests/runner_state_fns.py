@@ -332,3 +332,21 @@ def change_monitoring(response, reference):
 
 def check_monitoring(response, reference):
     return 1.0 if sys.monitoring.get_tool(4) is None else 0.0
+
+
+def change_seeds(response, reference):
+    import random
+
+    import numpy as np
+
+    random.seed(1234)
+    np.random.seed(1234)
+    return 1.0
+
+
+def draws(response, reference):
+    import random
+
+    import numpy as np
+
+    return Verdict(1.0, Status.CORRECT, "draws", details={"random": random.random(), "numpy": float(np.random.rand())})

@@ -141,3 +141,17 @@ def test_a_monitoring_tool_is_removed(runner):
     call(runner, sf.change_monitoring)
     v = call(runner, sf.check_monitoring)
     assert (v.score, v.status) == (1.0, Status.CORRECT), v
+
+
+def test_a_seed_set_by_one_call_does_not_decide_the_next_calls_draws(runner):
+    import random
+
+    import numpy as np
+
+    seeded = (random.Random(1234).random(), float(np.random.RandomState(1234).rand()))
+    call(runner, sf.change_seeds)
+    first = call(runner, sf.draws).details
+    call(runner, sf.change_seeds)
+    second = call(runner, sf.draws).details
+    assert (first["random"], first["numpy"]) != seeded and first["random"] != seeded[0]
+    assert first["numpy"] != seeded[1] and first != second

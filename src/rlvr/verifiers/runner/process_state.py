@@ -25,9 +25,11 @@ order they are restored:
   warning filters, the locale, the garbage collector's switch and thresholds; an audit hook added by a call
   cannot be removed, so it retires the worker.
 
-Not restored on purpose: the state of the ``random`` module (a stochastic reward should not see the same draws on
-every call; a verdict that depends on it is not deterministic anyway), caches (a fresh worker fills them the same
-way) and Python threads (a call that leaves one running retires the worker: see worker.py).
+- randomness: the global generators of ``random`` and numpy are reseeded from the OS, as in a fresh worker (not
+  put back: a stochastic reward must not see the same draws on every call).
+
+Not restored: caches (a fresh worker fills them the same way) and Python threads (a call that leaves one running
+retires the worker: see worker.py).
 """
 
 from __future__ import annotations
@@ -479,6 +481,23 @@ class Interpreter:
         return clean
 
 
+class Randomness:
+    """The global generators of ``random`` and numpy are reseeded from the OS after every call, as a fresh worker's
+    are: a call that seeds them (or draws from them) decides nothing about the next call's draws."""
+
+    def restore(self) -> bool:
+        import random
+
+        random.seed()
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None:
+            try:
+                numpy_random.seed()
+            except Exception:
+                return False
+        return True
+
+
 class ProcessState:
     """Every kind above, recorded now. ``restore()`` puts each back and returns the names of the kinds that
     could not be (empty: the worker is clean)."""
@@ -492,6 +511,7 @@ class ProcessState:
             ("directory", Directory()),
             ("environment", Environment()),
             ("numbers", Numbers()),
+            ("randomness", Randomness()),
             ("interpreter", Interpreter()),
         ]
 
