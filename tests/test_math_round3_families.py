@@ -234,6 +234,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("\\pi \\approx 3.14"), "\\pi", True),
         (B("\\approx 0.67"), "0.67", True),
         (B("\\frac{2}{5} \\approx 0.67"), "\\frac{2}{3}", False),
+        (B("\\frac{1}{3} \\approx 11"), "\\frac{1}{3}", False),
+        ("$x = 5+5+1 = 1/3 \\approx 11$", "x = 1/3", False),
+        (B("\\frac{1}{3} \\approx 0.333"), "\\frac{1}{3}", True),
     ],
     "renamed constants and parameters": [
         (B("y = Cx^2"), "y = cx^2", True),

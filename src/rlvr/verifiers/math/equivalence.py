@@ -363,18 +363,6 @@ def _equation_value(a: Equation, cmp: Comparison) -> AnswerValue | None:
     return a.sides[-1]
 
 
-def _consistent(a: Equation, cmp: Comparison) -> bool:
-    """Every constant side of a chain agrees with its last side (x = 5+5+1 = 1/3 does not)."""
-    last = _side(a.sides[-1])
-    if len(a.sides) < 3 or last is None or free_symbols(last):
-        return True
-    for value in a.sides[1:-1]:
-        side = _side(value)
-        if side is not None and not free_symbols(side) and expressions_equal(side, last, cmp) is not True:
-            return False
-    return True
-
-
 def _parameter_as(eq: Equation, value: AnswerValue, other: AnswerValue) -> AnswerValue:
     """The value of ``f(t) = t^2 + 1`` with its parameter named as the other answer's one variable (x^2 + 1)."""
     if eq.function is None or len(eq.function[1]) != 1 or not isinstance(value, Expression):
@@ -399,8 +387,6 @@ def _function_renamed(a: Equation, b: Equation) -> dict[str, str]:
 def equations_equal(a: Equation, b: Equation, cmp: Comparison) -> bool | None:
     """Two equations are the same when lhs - rhs of one is a nonzero multiple of the other's (after renaming
     a function's parameters)."""
-    if not (_consistent(a, cmp) and _consistent(b, cmp)):
-        return False
     l1, r1 = _side(a.sides[0]), _side(a.sides[-1])
     l2, r2 = _side(b.sides[0]), _side(b.sides[-1])
     if None in (l1, r1, l2, r2):

@@ -193,14 +193,15 @@ def _rows_as_list(m: re.Match) -> str:
 
 
 def _exact_before_approximation(s: str) -> str:
-    """``x = 2/3 \\approx 0.67``: the exact value (a lone ``\\approx 0.67`` or ``x \\approx 0.67`` keeps it)."""
+    """``\\approx 0.67`` is 0.67 and ``x \\approx 0.67`` is ``x = 0.67``; ``x = 2/3 \\approx 0.67`` is left to the
+    parser, which keeps the exact value when the approximation agrees with it."""
     left, _, right = s.partition("\\approx")
     left, right = left.strip(), right.strip()
     if not left:
         return right
     if _LONE_VARIABLE.match(left):
         return f"{left} = {right}"
-    return left
+    return f"{left} \\approx {right}"  # parse.py keeps the exact value when the approximation agrees with it
 
 
 

@@ -16,6 +16,7 @@ from rlvr.verifiers.math.expression import parse_expr
 from rlvr.verifiers.math.normalize import FUNCTION_NAMES as _FUNCS
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER as _PLAIN_NUMBER
 from rlvr.verifiers.math.normalize import normalize
+from rlvr.verifiers.math.numeric import NotNumeric, evaluate
 from rlvr.verifiers.math.units import SIZES, TEMPERATURE_ZERO, canonical, mark_trailing
 from rlvr.verifiers.math.words import number_in_words
 from rlvr.verifiers.math.values import (
@@ -169,6 +170,8 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         matrix = _matrix(m.group(2))
         return _determinant(matrix) if m.group(1) == "vmatrix" else matrix
     # every structure below needs one of a few characters or words: a plain expression skips them all
+    if "\\approx" in s:
+        return _approximated(s, rec)
     if _STRUCTURE.search(s) or s[0] in "([{":
         value = _joined(s, rec)
         if value is None:
@@ -189,6 +192,27 @@ def _matrix(body: str) -> Matrix:
     if len({len(r) for r in table}) != 1:
         raise ParseError("unparseable")
     return Matrix(table)
+
+
+def _approximated(s: str, rec: Parse) -> AnswerValue:
+    """``x = 2/3 \\approx 0.67``: the exact value, when the approximation rounds it (to the approximation's
+    last digit); an approximation that contradicts it (``x = 1/3 \\approx 11``) makes the answer text that
+    matches no value."""
+    left, _, right = s.partition("\\approx")
+    value = rec(left)
+    approx = _PLAIN_NUMBER.fullmatch(right.strip())
+    exact = value.sides[-1] if isinstance(value, Equation) else value
+    if approx is None or not isinstance(exact, Expression):
+        return value
+    try:
+        x = evaluate(exact.tree, {})
+    except (NotNumeric, TooComplex):
+        return value
+    digits = len(approx.group(2).partition(".")[2])
+    written = float(approx.group(0))
+    if x.imag == 0 and abs(x.real - written) <= 0.5 * 10.0 ** -digits * (1 + 1e-9) + 1e-12 * abs(written):
+        return value
+    return Text(text_key(s))
 
 
 def _joined(s: str, rec: Parse) -> AnswerValue | None:
