@@ -11,7 +11,7 @@ from truncation_rewards import truncation_reward
 from rlvr.config import config_from_dict
 from rlvr.models import encode_prompt
 from rlvr.rollout import HFEngine, SamplingParams
-from rlvr.rollout.episodes import PromptPolicy, Scoring, generate_and_score, score_requests
+from rlvr.rollout.episodes import PromptPolicy, Scoring, generate_and_score, score, score_requests
 from rlvr.tasks import Task
 from rlvr.train import train
 from rlvr.verifiers import CallableRequest, RewardRunner, ScoreRequest, Verdict, register_verifier
@@ -149,3 +149,27 @@ def test_training_passes_the_flag_to_the_verifier(warm_model_dir, tmp_path):
     for response, flag in SEEN:
         assert flag == (len(response) == 2), (response, flag)  # the character tokenizer: one token per character
     assert {flag for _, flag in SEEN} == {True, False}
+
+
+def test_a_response_cut_off_where_its_last_number_is_the_reference_gets_no_math_credit(warm_model_dir):
+    """The family the flag exists for: a model that answers one-digit sums, given room for one token, writes the
+    right digit and is cut off before it could end; the math verifier, told so, does not credit what the text
+    happens to end with. Given room to finish, the same answers get credit."""
+    from rlvr.models import load_model
+    from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems
+
+    model, tokenizer = load_model(warm_model_dir, device="cpu")
+    engine = HFEngine(model, pad_id=tokenizer.pad_token_id, eos_ids=tokenizer.eos_token_id)
+    tasks = [t for t in all_problems(ArithmeticSpec(digits=1), "train") if len(t.reference) == 1][:12]
+    greedy = dict(n=1, temperature=0.0)
+    cut = generate_and_score(engine, tokenizer, tasks, SamplingParams(max_new_tokens=1, **greedy), Scoring("math"))
+    whole = generate_and_score(engine, tokenizer, tasks, SamplingParams(max_new_tokens=4, **greedy), Scoring("math"))
+    assert bool(cut.batch.truncated.all())
+    lucky = [i for i, t in enumerate(tasks) if cut.responses[i].strip() == t.reference]
+    assert lucky, "expected the model to write some right digits before the cut"
+    assert all(cut.rewards[i] == 0.0 for i in lucky)
+    unflagged = score([tasks[i] for i in lucky], [cut.responses[i] for i in lucky], Scoring("math"))
+    assert all(v.score == 1.0 for v in unflagged)  # the same text, not known to be cut off, would be credited
+    ended_right = [i for i, t in enumerate(tasks) if not bool(whole.batch.truncated[i])
+                   and whole.responses[i].strip() == t.reference]
+    assert ended_right and all(whole.rewards[i] == 1.0 for i in ended_right)
