@@ -268,3 +268,23 @@ def test_a_program_cannot_forge_a_callback_to_an_object_it_was_not_given():
     v = judge(program, "assert forge() == 1", "assert forge is not None")
     assert v.details["tests"][0]["status"] == "failed", v.details["tests"]
     assert v.score < 1.0
+
+
+# ------------------------------------------------------------------ the judge server
+
+
+def test_tests_larger_than_a_socket_message_are_judged():
+    text = "x" * 300_000
+    v = judge("def f(x):\n    return x\n", *[f"assert f({text!r}) == {text!r}"] * 2)
+    assert v.status == Status.CORRECT, v.details["tests"]
+
+
+def test_a_judge_server_that_died_is_started_again():
+    from rlvr.verifiers.code.harness import JUDGES
+
+    assert judge("def f():\n    return 1\n", "assert f() == 1").status == Status.CORRECT
+    JUDGES.proc.kill()
+    JUDGES.proc.wait()
+    v = judge("def f():\n    return 1\n", "assert f() == 1")
+    assert v.status == Status.CORRECT, v.details["tests"]
+    assert JUDGES.proc.poll() is None

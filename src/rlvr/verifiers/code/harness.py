@@ -37,11 +37,14 @@ a module the program names resolves only to one of the judge's own libraries (``
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
+import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,15 +69,15 @@ from rlvr.verifiers.code.sandbox import Limits, Sandbox, communicate
 JUDGE = Path(__file__).with_name("judge.py")
 JUDGE_GRACE_S = 2.0  # past a test's timeout_s, the judge itself is killed (its own deadline has failed)
 JUDGE_START_S = 10.0  # time for the judge's interpreter to start, beside the program's load
-MAX_REPORT = 4 << 20  # bytes of one report from the judge
-# judge.py, loaded by its path as a module, without -B: its compiled form is cached and reused (a script, or a
-# module under PYTHONDONTWRITEBYTECODE, would be compiled again at every start: tens of milliseconds)
+MAX_REPORT = 64 << 20  # bytes of one report from the judge
+# judge.py's server, loaded by its path as a module, without -B: its compiled form is cached and reused (a script,
+# or a module under PYTHONDONTWRITEBYTECODE, would be compiled again at every start: tens of milliseconds)
 _JUDGE_MAIN = ("import importlib.util, sys\n"
                "spec = importlib.util.spec_from_file_location('rlvr_judge', sys.argv[1])\n"
                "judge = importlib.util.module_from_spec(spec)\n"
                "sys.modules['rlvr_judge'] = judge\n"
                "spec.loader.exec_module(judge)\n"
-               "judge.main()\n")
+               "judge.serve(int(sys.argv[2]))\n")
 # the judge's libraries use one thread each: its memory limit counts every thread's reserved address space
 _JUDGE_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -88,6 +91,71 @@ class AssertRun:
     load_error: str = ""
     stderr: bytes = b""
     details: dict = field(default_factory=dict)
+
+
+class _JudgeServer:
+    """The checker's end of its judge server (judge.serve): started on first use, once per checker process
+    (a forked checker starts its own), and again if it died. Each task sends one request with its fds."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sock: socket.socket | None = None
+        self.proc: subprocess.Popen | None = None
+        self.owner = 0
+        self.tokens = itertools.count(1)
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-c", _JUDGE_MAIN, str(JUDGE), str(theirs.fileno())],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, pass_fds=[theirs.fileno()], close_fds=True,
+                                         env={**os.environ, **_JUDGE_ENV}, start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock, self.owner = ours, os.getpid()
+
+    def _send(self, message: tuple, fds: list[int]) -> None:
+        with self.lock:
+            for attempt in range(2):
+                if self.sock is None or self.owner != os.getpid() or self.proc.poll() is not None:
+                    if self.sock is not None and self.owner == os.getpid():
+                        self.sock.close()
+                    self._start()
+                try:
+                    socket.send_fds(self.sock, [codec.encode(message)], fds)
+                    return
+                except OSError:
+                    if attempt:
+                        raise
+                    self.sock.close()
+                    self.sock = None
+
+    def judge(self, job: dict, fds: list[int]) -> int:
+        """Start a judge for ``job`` on ``fds``; the job travels in a memory file (a task's tests may be larger
+        than one socket message)."""
+        token = next(self.tokens)
+        job_fd = os.memfd_create("rlvr-judge-job", os.MFD_CLOEXEC)
+        try:
+            body = memoryview(codec.encode(job))
+            while body:
+                body = body[os.write(job_fd, body):]
+            self._send(("judge", token), [job_fd, *fds])
+        finally:
+            os.close(job_fd)
+        return token
+
+    def kill(self, token: int) -> None:
+        try:
+            self._send(("kill", token), [])
+        except OSError:
+            pass
+
+
+JUDGES = _JudgeServer()
 
 
 class _Reports:
@@ -151,28 +219,25 @@ def run_assert_tests(tests: list[str], sandbox: Sandbox) -> AssertRun:
         os.close(child_reads)
         os.close(child_writes)
     proc.stdin.close()
-    fds = [from_child, to_child, proc.stdout.fileno(), proc.stderr.fileno()]
-    job = {"tests": tests, "timeout_s": limits.timeout_s, "output_bytes": limits.output_bytes, "fds": fds,
-           "memory_bytes": int(limits.memory_mb) * 1024 * 1024}
+    report_r, report_w = os.pipe()
+    fds = [from_child, to_child, proc.stdout.fileno(), proc.stderr.fileno(), report_w]
+    job = {"tests": tests, "timeout_s": limits.timeout_s, "output_bytes": limits.output_bytes,
+           "memory_bytes": int(limits.memory_mb) * 1024 * 1024, "grace_s": JUDGE_GRACE_S + 1.0}
     try:
-        judge = subprocess.Popen([sys.executable, "-I", "-c", _JUDGE_MAIN, str(JUDGE)], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=fds, close_fds=True,
-                                 env={**os.environ, **_JUDGE_ENV})
+        token = JUDGES.judge(job, fds)
+    except BaseException:
+        os.close(report_r)
+        raise
     finally:  # the judge holds the channel now: the sandbox sees it close when the judge ends
-        os.close(from_child)
-        os.close(to_child)
+        for fd in (from_child, to_child, report_w):
+            os.close(fd)
     try:
-        judge.stdin.write(codec.encode(job))
-        judge.stdin.close()
-        return _read_reports(tests, _Reports(judge.stdout.fileno()), sandbox, proc)
+        return _read_reports(tests, _Reports(report_r), sandbox, proc, lambda: JUDGES.kill(token))
     finally:
-        if judge.poll() is None:
-            judge.kill()
-        judge.wait()
-        judge.stdout.close()
+        os.close(report_r)
 
 
-def _read_reports(tests: list[str], reports: _Reports, sandbox: Sandbox, proc) -> AssertRun:
+def _read_reports(tests: list[str], reports: _Reports, sandbox: Sandbox, proc, kill_judge) -> AssertRun:
     """Follow the judge: each test must be reported within ``timeout_s`` (plus a grace) of the one before."""
     timeout_s = sandbox.limits.timeout_s
     deadline = time.monotonic() + timeout_s + JUDGE_GRACE_S + JUDGE_START_S
@@ -200,6 +265,7 @@ def _read_reports(tests: list[str], reports: _Reports, sandbox: Sandbox, proc) -
             stderr = str(report.get("stderr", "")).encode("latin-1")
             break
         else:  # the judge ended early, or is stuck in a test's own work on the program's values
+            kill_judge()
             sandbox.kill(proc)
             if report is not None and report.get("timeout"):
                 first = TestResult("timeout", "timeout" if loaded else "program_load_timeout",

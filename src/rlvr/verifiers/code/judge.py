@@ -520,9 +520,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def judge(job: dict, reporter: _Reporter) -> None:
+def judge(job: dict, reporter: _Reporter, arm=lambda: None) -> None:
     """Run ``job``'s tests against the program on ``job["fds"]`` (channel read, channel write, the program's
-    stdout and stderr), reporting each result."""
+    stdout and stderr), reporting each result; ``arm()`` is called as the load and each test begin."""
+    arm()
     timeout_s = float(job["timeout_s"])
     read_fd, write_fd, *outputs = job["fds"]
     channel = Channel(read_fd, write_fd, outputs, int(job["output_bytes"]), max_frame=codec.MAX_FRAME)
@@ -555,6 +556,7 @@ def judge(job: dict, reporter: _Reporter) -> None:
         if stopped is not None:
             reporter.write(result=stopped.as_dict())
             continue
+        arm()
         session.deadline = time.monotonic() + timeout_s
         result = one_test(test, i, namespace, session)
         reporter.write(result=result.as_dict())
@@ -571,13 +573,84 @@ def _tail(channel: Channel, outputs: list[int]) -> str:
     return channel.captured(outputs[1])[-4000:].decode("latin-1")
 
 
-def main() -> None:
-    _die_with_parent()
-    job = codec.decode(sys.stdin.buffer.read())
-    reporter = _Reporter(sys.stdout.fileno())
+def _watchdog(seconds: float) -> None:
+    """The judge's own wall clock: SIGALRM with its default action ends the process even inside a C loop
+    (``sum(range(10**18))``), so a test's work is bounded without the checker's help."""
+    import signal
+
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds))
+
+
+def run_job(job: dict, job_fds: list[int]) -> None:
+    """One judge, in a process of its own: ``job_fds`` are the channel's read and write ends, the program's
+    stdout and stderr, and the pipe the reports go to."""
+    *fds, report_fd = job_fds
+    job["fds"] = fds
     _limit_memory(job["memory_bytes"])
-    judge(job, reporter)
+    grace = float(job.get("grace_s", 2.0))
+    judge(job, _Reporter(report_fd), lambda: _watchdog(float(job["timeout_s"]) + grace))
+
+
+def serve(control_fd: int) -> None:
+    """The judge server: one long-lived process per checker that forks a judge per task (a fork costs about
+    a millisecond, an interpreter's start tens). Requests arrive on a SOCK_SEQPACKET socket, each with its fds:
+    ("judge", token) with a memory file holding the job (codec bytes) first among its fds, or ("kill", token). It exits when the checker's end closes. It runs no
+    test itself: each judge is a child that reports straight to the checker and is killed by its own watchdog,
+    or by the server on the checker's word while it has not been reaped (so its pid is still its own)."""
+    import select
+    import signal
+    import socket
+
+    control = socket.socket(fileno=control_fd)
+    alive: dict[int, int] = {}  # token -> pid, until reaped
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    while True:
+        while alive:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            for token, child in list(alive.items()):
+                if child == pid:
+                    del alive[token]
+        if not poller.poll(200 if alive else 5000):
+            continue
+        message, fds, _, _ = socket.recv_fds(control, 1 << 16, 16)
+        if not message:
+            return  # the checker is gone
+        try:
+            request = codec.decode(message)
+            op, token = request[0], int(request[1])
+            if op == "kill":
+                if token in alive:
+                    os.kill(alive[token], signal.SIGKILL)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    control.close()
+                    _die_with_parent()
+                    job_fd, *job_fds = fds
+                    with os.fdopen(job_fd, "rb") as f:
+                        f.seek(0)
+                        job = codec.decode(f.read())
+                    run_job(job, job_fds)
+                except BaseException:  # noqa: BLE001 - the checker sees the reports stop
+                    code = 1
+                finally:
+                    os._exit(code)
+            alive[token] = pid
+        except (codec.CodecError, IndexError, TypeError, ValueError, OSError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
 
 
 if __name__ == "__main__":
-    main()
+    serve(int(sys.argv[1]))
