@@ -76,23 +76,9 @@ class ScriptedEngine:
                             torch.arange(len(prompts)).repeat_interleave(params.n))
 
 
-class DoubleCheckEnv:
-    """A stand-in written to the verifiers package's MultiTurnEnv protocol (async is_completed, env_response
-    returning (messages, state)): asks "Are you sure?" once, then the episode is complete."""
-
-    system_prompt = "Answer briefly."
-    max_turns = 5
-    oai_tools = [{"type": "function", "function": {"name": "noop", "description": "", "parameters": {}}}]
-
-    def setup_state(self, state):
-        return {**state, "asked": False}
-
-    async def is_completed(self, messages, state, **kwargs):
-        return state["asked"]
-
-    def env_response(self, messages, state, **kwargs):
-        return [{"role": "user", "content": "Are you sure?"}], {**state, "asked": True}
-
-
 def load_environment(**kwargs):
-    return DoubleCheckEnv()
+    """A verifiers-package MultiTurnEnv that asks "Are you sure?" once, then the episode is complete
+    (tests/verifiers_fixtures.py): the environment tests/test_agent_train.py loads with ``load: agent_fixtures``."""
+    from verifiers_fixtures import DoubleCheck
+
+    return DoubleCheck(**kwargs)
