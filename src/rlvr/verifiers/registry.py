@@ -10,6 +10,7 @@ Register a verifier with the decorator; stack it to give one function several na
 from __future__ import annotations
 
 import difflib
+import importlib
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -78,12 +79,20 @@ def register_verifier(name: str, *, replace: bool = False, isolation: str = "inl
     return decorator
 
 
+# Built-in verifiers whose code lives on a higher floor (they run a model, so they need torch, which this package
+# never imports): the module that registers each is imported the first time its name is asked for.
+PROVIDED_ELSEWHERE: dict[str, str] = {"reward_model": "rlvr.rewards.reward_model"}
+
+
 def get_verifier(name: str) -> VerifierFn:
     """The function registered under ``name``; raises UnknownVerifierError listing the known names."""
     try:
         return _VERIFIERS[name]
     except (KeyError, TypeError):  # TypeError: an unhashable "name"
-        raise UnknownVerifierError(name, _VERIFIERS) from None
+        if isinstance(name, str) and name in PROVIDED_ELSEWHERE:
+            importlib.import_module(PROVIDED_ELSEWHERE[name])
+            return _VERIFIERS[name]
+        raise UnknownVerifierError(name, [*_VERIFIERS, *PROVIDED_ELSEWHERE]) from None
 
 
 def verifier_isolation(name: str) -> str:
@@ -94,7 +103,7 @@ def verifier_isolation(name: str) -> str:
 
 def verifier_names() -> list[str]:
     """All registered names (aliases included), sorted."""
-    return sorted(_VERIFIERS)
+    return sorted({*_VERIFIERS, *PROVIDED_ELSEWHERE})
 
 
 def _qualname(fn: Any) -> str:
