@@ -55,6 +55,9 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("2 \\text{ days}"), "2 \\text{ hours}", False),
         (B("5 \\text{ per hour}"), "5\\%", False),
         (B("5 \\text{ below zero}"), "5", False),
+        (B("5 \\text{ reciprocal}"), "5", False),
+        (B("5 \\text{ dollars short}"), "5", False),
+        (B("3 \\text{ fold}"), "3", False),
         (B("4000 \\text{ grams}"), "4 \\text{ kg}", True),
         (B("4"), "4 \\text{ kg}", True),
         (B("12 \\text{ cookies}"), "12", True),
@@ -378,6 +381,27 @@ def test_every_pair_of_kinds_has_one_comparison():
 
     for ka, kb in _BY_KINDS:
         assert (kb, ka) in _BY_KINDS, (ka, kb)
+
+
+def test_missing_latex2sympy_is_said_once(monkeypatch, caplog):
+    """Without latex2sympy2_extended an answer only it reads is undecidable, and the verifier says why, once."""
+    import importlib.util
+    import warnings
+
+    from rlvr.verifiers.math import Stage, decide, symbolic
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == symbolic.FALLBACK_PACKAGE else real(name, *a))
+    monkeypatch.setattr(symbolic, "_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = decide("\\sum_{k=1}^{n} k", "\\frac{n(n+1)}{2}", stage=Stage.SYMBOLIC)
+        second = decide("\\sum_{k=1}^{n} k", "\\frac{n(n+1)}{2}", stage=Stage.SYMBOLIC)
+    said = [w for w in caught if symbolic.FALLBACK_PACKAGE in str(w.message)]
+    assert len(said) == 1 and "pip install" in str(said[0].message)
+    assert first.status == second.status == Status.UNDECIDABLE
+    assert symbolic.FALLBACK_PACKAGE in first.details["error"]
 
 
 def test_decide_takes_a_stage():

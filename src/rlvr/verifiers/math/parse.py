@@ -129,6 +129,9 @@ CHANGERS = {
     "maybe", "perhaps", "probably", "possibly", "if", "unless", "except", "but", "then", "is", "isn't", "was",
     "wait", "hmm", "percent", "per", "factorial", "mod", "modulo", "plus", "remainder", "ish", "hundredth",
     "squared", "cubed", "hundred", "thousand", "million", "billion", "trillion", "dozen", "degrees", "radians",
+    # words that invert or negate the value, or make it a rate or a rank
+    "reciprocal", "inverse", "inverted", "negative", "negated", "opposite", "short", "deficit", "loss", "debt",
+    "owed", "beneath", "fold", "percentile",
 }
 
 
