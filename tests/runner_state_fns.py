@@ -235,8 +235,6 @@ def check_decimal(response, reference):
 def check_numpy(response, reference):
     import numpy as np
 
-    with np.errstate():
-        pass
     value = np.array([1.0]) / np.array([0.0])  # raises FloatingPointError under seterr(all="raise")
     return 1.0 if str(np.array([1 / 3])) == reference and np.isinf(value[0]) else 0.0
 
