@@ -200,7 +200,8 @@ def main() -> int:
     port = free_port()
     src = Path(__file__).resolve().parent.parent / "src"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "serve", "--verifier", args.verifier, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "serve", "--verifier", args.verifier, "--port", str(port),
+                             "--allow-option", "timeout_s"],  # the slow-reward attacker asks for its own budget
                             env=env, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

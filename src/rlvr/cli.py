@@ -220,10 +220,9 @@ def _cmd_recipes(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from rlvr.serve import RewardService, serve
+    from rlvr.serve import serve_from_args
 
-    service = RewardService.from_config(args.config) if args.config else RewardService(args.verifier or "exact")
-    serve(service, args.host, args.port, max_rows=args.max_rows, max_connections=args.max_connections)
+    serve_from_args(args)
     return 0
 
 
@@ -372,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--port", type=int, required=True)
     srv.add_argument("--max-rows", type=int, default=4096, help="rows a request may carry")
     srv.add_argument("--max-connections", type=int, default=64, help="open connections; more get 503 at once")
+    from rlvr.serve import add_serve_arguments
+
+    add_serve_arguments(srv)
     srv.set_defaults(func=_cmd_serve)
 
     aud = sub.add_parser("audit", help="false-positive / false-negative estimates of a judge or a verifier")

@@ -145,19 +145,19 @@ class RewardService:
     def from_config(cls, path: str | Path, **settings: Any) -> RewardService:
         """``data.verifier`` / ``data.verifier_options`` and ``reward.terms`` of a YAML config; ``settings`` are
         the other fields (allow_options, max_timeout_s)."""
-        import yaml
-
+        from rlvr.config import read_yaml
+        from rlvr.errors import UserError
         from rlvr.verifiers.compose import parse_spec
 
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = read_yaml(Path(path).read_text(), str(path)) or {}
         if not isinstance(raw, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level")
+            raise UserError(f"{path}: expected a mapping at the top level")
         data, reward = raw.get("data") or {}, raw.get("reward") or {}
         spec = parse_spec(reward["terms"], where=f"{path}: reward.terms") if reward.get("terms") else None
         if spec is not None:
             lengthy = [t.name for t in spec.terms if t.kind != "verifier"]
             if lengthy:
-                raise ValueError(f"{path}: reward.terms {lengthy} need token lengths from the trainer; "
+                raise UserError(f"{path}: reward.terms {lengthy} need token lengths from the trainer; "
                                  f"the server scores verifier terms only")
         service = cls(data.get("verifier", "exact"), dict(data.get("verifier_options") or {}), spec, **settings)
         service.check()
