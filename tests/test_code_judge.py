@@ -288,3 +288,24 @@ def test_a_judge_server_that_died_is_started_again():
     v = judge("def f():\n    return 1\n", "assert f() == 1")
     assert v.status == Status.CORRECT, v.details["tests"]
     assert JUDGES.proc.poll() is None
+
+
+@pytest.mark.parametrize("program,test", [
+    # callbacks bouncing between the judge and the program without end
+    ("def bounce(f):\n    return f(bounce)\n", "def t(g):\n    return g(t)\nassert bounce(t) == 1"),
+    # a flood of callbacks past the test's deadline
+    ("def spin(f):\n    while True:\n        f(1)\n", "assert spin(lambda x: x) == 1"),
+    # a callback handed a value too large to carry
+    ("def big(f):\n    return f(b'x' * (65 << 20))\n", "assert big(len) == 1"),
+    # the program keeps the test's endless generator and drains it later
+    ("kept = []\ndef keep(g):\n    kept.append(g)\n    return 0\ndef drain():\n    return sum(1 for _ in kept[0])\n",
+     "keep(x for x in range(10 ** 12))\nassert drain() == 1"),
+])
+def test_hostile_use_of_callbacks_is_bounded(program, test):
+    before = peak_bytes()
+    t0 = time.monotonic()
+    v = judge(program, test)
+    assert v.score == 0.0 and v.details["tests"][0]["status"] != "passed", v.details["tests"]
+    assert time.monotonic() - t0 < TIMEOUT_S + 12
+    assert peak_bytes() - before < 64 << 20
+    assert_no_trace()

@@ -1,10 +1,11 @@
 """The judge: the process where assert tests are executed, apart from the checker that asked for the verdict.
 
-The checker (``harness.run_assert_tests``) starts one judge per task (``python -I -B judge.py``), hands it the
-tests and the channel to the sandboxed program, and reads back one line of JSON per test. Everything a test does
-with a value the program returned (compare it, hash it, sum it, sort it, print it) happens here, in a process
-with an address-space limit of its own (``memory_bytes`` on top of its size at start) that the checker kills
-when a test runs past ``timeout_s``. So a compact value whose comparison expands it (``range(10**18)``, a
+The checker (``harness.run_assert_tests``) asks its judge server (``serve``: one per checker process, started on
+first use) for a judge per task: a forked child that gets the tests and the channel to the sandboxed program,
+and reports one frame per test back to the checker. Everything a test does with a value the program returned
+(compare it, hash it, sum it, sort it, print it) happens here, in a process with an address-space limit of its
+own (``memory_bytes`` on top of its size at start) and a watchdog of its own (``_watchdog``), which the checker
+also kills when a test's report is late. So a compact value whose comparison expands it (``range(10**18)``, a
 decimal with a huge exponent, keys that share one hash, a deep nest, a huge integer) can cost at most one test's
 time and this process's memory: the checker's own time and memory are never at stake, and the verdict for that
 test is "timeout" or "failed", never credit.
