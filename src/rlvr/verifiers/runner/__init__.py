@@ -26,9 +26,10 @@ How a request is called
   "worker_died" (a death on a worker that had served other calls first re-runs the call once on another worker,
   so it is never charged to a call that did not cause it). A MemoryError under the worker's memory cap gives
   status "error", reason "memory_limit" (and the worker is recycled, since its heap may be fragmented).
-- Between calls a worker kills what the previous call started and puts back its working directory,
-  environment, umask, resource limits, signal handlers and timers; a call that leaves a thread running makes
-  the worker retire after answering.
+- Between calls a worker kills what the previous call started and puts back the process-wide state a call can
+  change (standard descriptors and streams, signals and timers, working directory, environment, umask, limits,
+  numeric contexts and library modes, import machinery; the full list is process_state.py's); a call that changes
+  what cannot be put back, or leaves a thread running, makes the worker retire after answering.
 - Results come back as JSON, never pickle: details hold plain data (other objects arrive as their repr), a
   result larger than ``max_result_bytes`` (default 1 MiB) becomes "error"/"result_too_large", and a worker that
   sends anything else is killed ("error"/"bad_result"). Nothing a reward returns runs code in the caller.
