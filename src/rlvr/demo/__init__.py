@@ -29,6 +29,7 @@ from rlvr.rollout.episodes import Scoring
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems, sample_problems
 from rlvr.cluster import launch
 from rlvr.train import sft
+from rlvr.train.determinism import pin_numerics
 from rlvr.train.loop import seed_everything
 
 MODEL = TinySpec(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
@@ -72,7 +73,8 @@ def rl_config(warm: Path, out: Path, *, seed: int, progress: bool, rl_steps: int
     tree = copy.deepcopy(base or RL_CONFIG)
     tree["model"] = {"path": str(warm)}
     tree["train"].update(steps=rl_steps or tree["train"]["steps"], seed=seed, out=str(out / "rl"), progress=progress,
-                         overwrite=True)  # a demo run again replaces the previous one
+                         overwrite=True,  # a demo run again replaces the previous one
+                         deterministic=True)  # the same line on any x86-64 CPU (rlvr.train.determinism)
     if not overrides:
         return config_from_dict(tree, source="demo")
     base = out / "demo-config.yaml"
@@ -93,6 +95,7 @@ def run_demo(
     """The whole demo; the keyword arguments shrink it for smoke tests (the defaults are the real demo).
     ``overrides`` (dotted key=value, e.g. ``rollout.engine=NAME``) change the RL phase's config; the held-out
     evaluations use the same engine."""
+    pin_numerics()  # first, before any tensor operation: the same line on any x86-64 CPU
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

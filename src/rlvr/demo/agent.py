@@ -30,6 +30,7 @@ from rlvr.rollout.agent import run_episodes
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.tasks.arithmetic import split_of
 from rlvr.tasks.base import Task
+from rlvr.train.determinism import pin_numerics
 from rlvr.train.loop import seed_everything
 from rlvr.train.sft import sft
 
@@ -151,11 +152,11 @@ def run_agent_demo(out: Path, *, seed: int = 0, progress: bool = True, sft_steps
                    rl_steps: int | None = None, heldout_tasks: int = HELDOUT_TASKS,
                    sft_transcripts_n: int = SFT_TRANSCRIPTS, overrides: Sequence[str] = ()) -> AgentDemoResult:
     """The whole agent demo; the keyword arguments shrink it for smoke tests (the defaults are the real demo)."""
+    pin_numerics()  # first, before any tensor operation: one thread and AVX2 kernels on any x86-64 CPU
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()
-    torch.set_num_threads(THREADS)
     seed_everything(seed)
 
     model, tokenizer = build_tiny_model(MODEL, seed=seed)

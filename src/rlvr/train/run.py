@@ -21,6 +21,7 @@ from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_pol
 from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
+from rlvr.train.determinism import set_up_numerics
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -177,8 +178,7 @@ class TrainingRun:
         self.cfg = cfg
         self.group = group
         self.dir = Path(cfg.train.out)
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
         return_large_blocks_to_the_system()  # host memory follows the live tensors (rlvr.train.allocator)
         seed_everything(cfg.train.seed)
         self.tasks = load_data(cfg.data, "train")

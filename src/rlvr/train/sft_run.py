@@ -23,6 +23,7 @@ from rlvr.models import load_model
 from rlvr.progress import progress_bar
 from rlvr.tasks import DataError, PromptSampler, Task, load_data
 from rlvr.train.allocator import return_large_blocks_to_the_system
+from rlvr.train.determinism import set_up_numerics
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -60,8 +61,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     if cfg.data.train is None:
         raise ValueError("data.train is not set: give a data file or preset, e.g. data.train=data/sft.jsonl")
     run_dir = Path(cfg.train.out)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
     return_large_blocks_to_the_system()
     seed_everything(cfg.train.seed)
     tasks = load_data(cfg.data, "train")
