@@ -17,6 +17,12 @@ def B(x: str) -> str:
     return f"The result is $\\boxed{{{x}}}$."
 
 
+def PM(*cells: int) -> str:
+    """A 2x2 pmatrix of ``cells`` (row by row)."""
+    a, b, c, d = cells
+    return f"\\begin{{pmatrix}}{a} & {b} \\\\ {c} & {d}\\end{{pmatrix}}"
+
+
 # family -> rows of (response, reference, accepted?)
 FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
     "a rejected candidate after the marker": [
@@ -230,6 +236,14 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("\\left[\\begin{array}{c} 1 \\\\ 2 \\end{array}\\right]"), "\\begin{bmatrix} 1 \\\\ 2 \\end{bmatrix}", True),
         (B("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 5 \\end{array}\\right]"),
          "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", False),
+    ],
+    "unevaluated matrix expressions": [
+        ("$" + PM(1, 2, 3, 4) + " + " + PM(5, 6, 7, 8) + "$", PM(6, 8, 10, 12), True),
+        ("$" + PM(1, 2, 3, 4) + " " + PM(5, 6, 7, 8) + "$", PM(19, 22, 43, 50), True),
+        ("$" + PM(1, 2, 3, 4) + " \\cdot " + PM(1, 0, 0, 1) + "$", PM(1, 2, 3, 4), True),
+        ("$2" + PM(1, 2, 3, 4) + " - " + PM(1, 1, 1, 1) + "$", PM(1, 3, 5, 7), True),
+        ("$" + PM(1, 2, 3, 4) + " " + PM(5, 6, 7, 8) + "$", PM(5, 12, 21, 32), False),
+        ("$" + PM(1, 2, 3, 4) + " + " + PM(5, 6, 7, 8) + "$", PM(6, 8, 10, 13), False),
     ],
     "an exact value followed by an approximation": [
         (B("x = \\frac{2}{3} \\approx 0.67"), "\\frac{2}{3}", True),

@@ -168,6 +168,10 @@ def parse_answer(s: str, *, units: bool = True, _depth: int = 0, _normalized: bo
         if compound is not None:
             return compound
 
+    if "\\begin{" in s and s.count("\\begin{") > 1 or s[:1].isdigit() and "matrix}" in s:
+        product = _matrix_expression(s)
+        if product is not None:
+            return product
     m = _MATRIX.match(s)
     if m:
         matrix = _matrix(m.group(2))
@@ -250,6 +254,68 @@ def _joined(s: str, rec: Parse) -> AnswerValue | None:
             return FiniteSet(tuple(x for v in vals for x in (v.items if isinstance(v, FiniteSet) else (v,))))
         return IntervalUnion(tuple(_as_interval(v) for v in vals))
     return None
+
+
+_MATRIX_ENV = re.compile(r"\\begin\{([pbB]?matrix)\}(.*?)\\end\{\1\}", re.S)
+_MATRIX_TOKEN = re.compile(r"\s*(?:@(\d+)|(\d+(?:\.\d+)?)|(\+|-|\*|\\cdot|\\times))")
+MAX_MATRIX_SIDE = 8
+
+
+def _matrix_expression(s: str) -> Matrix | None:
+    """Sums, differences and products of matrices and numbers (``A + B``, ``A B``, ``2 A - B``) as the matrix
+    they evaluate to (cells are trees, compared as expressions); None when ``s`` is no such expression."""
+    envs = list(_MATRIX_ENV.finditer(s))
+    if not envs:
+        return None
+    text, matrices, last = "", [], 0
+    for k, m in enumerate(envs):
+        text += s[last : m.start()] + f" @{k} "
+        matrices.append(_matrix(m.group(2)))
+        last = m.end()
+    text += s[last:]
+    tokens, pos = [], 0
+    while pos < len(text.rstrip()):
+        t = _MATRIX_TOKEN.match(text, pos)
+        if t is None:
+            return None
+        tokens.append(t.groups())
+        pos = t.end()
+    if any(len(m.rows) > MAX_MATRIX_SIDE or len(m.rows[0]) > MAX_MATRIX_SIDE for m in matrices):
+        return None
+    total: list[list[Tree]] | None = None
+    i, sign = 0, 1
+    while i < len(tokens):
+        if tokens[i][2] in ("+", "-"):
+            sign = -1 if tokens[i][2] == "-" else 1
+            i += 1
+        scalar: Tree = ("num", Fraction(sign))
+        product: list[list[Tree]] | None = None
+        while i < len(tokens) and tokens[i][2] not in ("+", "-"):
+            index, number, op = tokens[i]
+            if index is not None:
+                cells = [list(r) for r in matrices[int(index)].rows]
+                product = cells if product is None else _matrix_product(product, cells)
+                if product is None:
+                    return None
+            elif number is not None:
+                scalar = ("mul", (scalar, number_node(number)))
+            i += 1
+        if product is None:
+            return None
+        term = [[("mul", (scalar, c)) for c in r] for r in product]
+        if total is not None and [len(r) for r in total] != [len(r) for r in term]:
+            return None
+        total = term if total is None else [[("add", (a, b)) for a, b in zip(ra, rb)] for ra, rb in zip(total, term)]
+    if total is None or len(envs) == 1 and len(tokens) == 1:
+        return None
+    return Matrix(tuple(tuple(r) for r in total))
+
+
+def _matrix_product(a: list[list[Tree]], b: list[list[Tree]]) -> list[list[Tree]] | None:
+    if len(a[0]) != len(b):
+        return None
+    return [[("add", tuple(("mul", (a[i][k], b[k][j])) for k in range(len(b)))) for j in range(len(b[0]))]
+            for i in range(len(a))]
 
 
 MAX_DETERMINANT = 4  # the size up to which a determinant (vmatrix) is expanded
