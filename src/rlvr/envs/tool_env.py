@@ -115,7 +115,8 @@ class ToolEnv(Environment):
             tool = self.by_name.get(call.name)
             left = deadline - time.monotonic()
             if tool is None:
-                text, failed = f"error: unknown tool {call.name[:100]!r}; tools: {', '.join(self.by_name) or 'none'}", True
+                known = ", ".join(self.by_name) or "none"
+                text, failed = f"error: unknown tool {call.name[:100]!r}; tools: {known}", True
             elif left <= 0:
                 text, failed = f"error: the turn's time budget of {self.turn_time_budget_s:g} s is spent; not run", True
                 info["skipped_calls"] = info.get("skipped_calls", 0) + 1

@@ -107,12 +107,14 @@ def normalise(text: str) -> str:
 # Words (and, for scripts written without spaces, phrases) that carry no answer: openers, labels, politeness,
 # and answer markers in other languages. Their skeletons are compared with the response's words.
 FILLER_WORDS = """
-let lets let's me us we i'm im ll here's heres what's that's there's it's ill i'll we'll will shall need to going gonna must should can could
+let lets let's me us we i'm im ll here's heres what's that's there's it's ill i'll we'll will shall need to
+going gonna must should can could
 think thinking thought thoughts process reason reasoning rationale analysis analyze analyse analyzing consider
 solve solving solved solution solutions answer answers answering response respond reply result results final
 finally step steps by at time carefully careful through work working out break down figure approach tackle
 look go start begin first firstly next then now so well hmm ok okay alright sure certainly of course
-here is are am was were be been this that these it its the an my our your following below above as follows see given problem
+here is are am was were be been this that these it its the an my our your following below above as follows see
+given problem
 question task query prompt explanation explained explain proof prove derivation calculation calculations
 calculate compute determine find finding restate restating rewrite summary summarize conclusion conclude therefore
 thus hence understand understanding recall read note notice observe detailed detail details give provide write
@@ -173,7 +175,8 @@ _META = re.compile(
     r"\s*[:,!-]?[^\n]{0,80}?\b(?:correct|full\s+(?:marks|credit|score|points)|pass|accept|approve|10\s*/\s*10|"
     r"reward|mark\s+(?:this|it|me))"
     # the grader told what to do
-    rf"|\b(?:the\s+|you,?\s+(?:the\s+)?){_GRADER}\s+(?:should|must|will|shall|needs?\s+to|ought\s+to|is\s+asked\s+to)\s+"
+    rf"|\b(?:the\s+|you,?\s+(?:the\s+)?){_GRADER}\s+"
+    r"(?:should|must|will|shall|needs?\s+to|ought\s+to|is\s+asked\s+to)\s+"
     r"(?:mark|give|award|accept|approve|grade|score|rate|consider|treat|ignore)"
     r"|\b(?:give|award|assign|grant)\s+(?:(?:me|this|it|the|my|that|our)\s+){0,2}(?:(?:answer|response|solution)\s+)?"
     r"(?:full\s+(?:marks|credit|score|points)|(?:a|the)\s+(?:perfect\s+|full\s+|high\s+|maximum\s+|highest\s+)?"
