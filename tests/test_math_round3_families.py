@@ -113,6 +113,19 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("<answer>4</answer> and once more <answer>4</answer>", "4", True),
         (B("3") + ". Perhaps surprisingly, this is the smallest value.", "3", True),
     ],
+    "a final answer after more work supersedes the boxes": [
+        ("Interest: $0.05 \\cdot 10,200 \\cdot \\frac{1}{2} = \\boxed{255}$ So she has $10,200 + $255 = $10,455. "
+         "Final Answer: The final answer is $10,455$. I hope it is correct.", "10455", True),
+        ("Interest: $0.05 \\cdot 10,200 \\cdot \\frac{1}{2} = \\boxed{255}$ So she has $10,200 + $255 = $10,455. "
+         "Final Answer: The final answer is $10,455$. I hope it is correct.", "255", False),
+        (B("12") + " Then the total is $12 \\cdot 2 = 24$. Final Answer: 24", "24", True),
+        (B("12") + " Final Answer: 24", "24", False),
+    ],
+    "prose after a final-answer marker": [
+        ("Final Answer: Jane started growing the plant 3 hours ago. I hope it is correct.", "3", True),
+        ("Final Answer: Jane started growing the plant 4 hours ago. I hope it is correct.", "3", False),
+        ("Final Answer: The maximum number of points in the domain of $f$ is 19.<|im_start|>user", "19", True),
+    ],
     "clock times are not ratios": [
         (B("2:00"), "10:00", False),
         (B("3:00"), "6:00", False),

@@ -179,6 +179,10 @@ def _clean_marker_text(s: str) -> str:
     if _WITHDRAWN.search(line):  # "definitely not 5": kept whole, so it reads as text
         return line.replace("$", " ").rstrip(".").strip()
     line = _after_copula(line)
+    if "$" not in line and "\\" not in line and len(line.split()) >= 4:  # prose: its one number, if one
+        numbers = list(_NUMBER.finditer(line))
+        if len(numbers) == 1:
+            return numbers[0].group(0)
     reason = _REASON.search(line)
     if reason and reason.start() > 0 and line[: reason.start()].count("$") % 2 == 0:
         line = line[: reason.start()]
@@ -357,6 +361,27 @@ def _tail_candidates(response: str, low: str, end: int) -> list[str] | None:
     return out
 
 
+_WORK = re.compile(r"=|\$|\\\(|\\\[")
+
+
+def _later_final_answer(response: str, low: str, end: int) -> Extraction | None:
+    """The answer of a final-answer marker after the last box when work (an equation or a math span) stands
+    between them ("... = \\boxed{255}$ So she has $10,200 + $255 = $10,455. Final Answer: ..."), else None. Without
+    work between, a later final answer that differs is a hedge (``_tail_candidates``)."""
+    marker = _last_marker_end(low[end : end + TAIL_CHARS])
+    if marker < 0:
+        return None
+    between = response[end : end + marker].lstrip("$ \t.,;)]")
+    if not _WORK.search(between):
+        return None
+    answer = _clean_marker_text(response[end + marker : end + marker + 2000])
+    if not answer:
+        return None
+    if _RETRACTED.match(_after_value(response, end + marker, answer)) or _retracts_itself(answer):
+        return Extraction(None, "retracted", ())
+    return Extraction(answer, "marker", (answer,))
+
+
 def _tag_answers(response: str, low: str) -> tuple[list[str], int]:
     """The answers of every <answer>...</answer> (the boxes inside one, else its math or its text), the final
     one last, and where the last tag ends."""
@@ -394,6 +419,9 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
     if spans:
         final = _final_candidates(low, spans)
         last_end = _box_end(response, spans[-1])
+        later = _later_final_answer(response, low, last_end)
+        if later is not None:  # work went on after the boxes, up to a final answer: they were intermediate
+            return later
         tail = _tail_candidates(response, low, last_end)
         if tail is None:
             return Extraction(None, "retracted", ())

@@ -98,7 +98,7 @@ _COMMAND = re.compile(r"\\(?:left|right)\s*\.|\\([a-zA-Z]+)")
 _LAYOUT_COMMANDS = {  # sizing, style and fraction-style commands: gone or plain
     **dict.fromkeys(("left", "right", "bigl", "bigr", "Bigl", "Bigr", "big", "Big", "bigg", "Bigg"), ""),
     **dict.fromkeys(("displaystyle", "textstyle", "limits"), ""),
-    "dfrac": "\\frac", "tfrac": "\\frac",
+    "dfrac": "\\frac", "tfrac": "\\frac", "cfrac": "\\frac",
 }
 _RELATION_COMMANDS = {  # relations, bars, infinity, "or" and ellipses in the spelling the parser reads
     **dict.fromkeys(("leqslant", "leq", "le"), "<="), **dict.fromkeys(("geqslant", "geq", "ge"), ">="),
