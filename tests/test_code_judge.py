@@ -189,6 +189,20 @@ def specials():
 
 def total(it):
     return sum(it)
+
+def sort_in_place(xs):
+    xs.sort()
+
+def fill(d, seen=None):
+    d["a"] = 1
+    if seen is not None:
+        seen.add(5)
+    return len(d)
+
+def transpose(m):
+    for i in range(len(m)):
+        for j in range(i + 1, len(m)):
+            m[i][j], m[j][i] = m[j][i], m[i][j]
 """
 
 HONEST_TESTS = {
@@ -224,6 +238,10 @@ HONEST_TESTS = {
                                       "vals = [Fraction(1, 3), Decimal('1.10'), 2 - 3j, b'\\x00x']\n"
                                       "assert [type(same(v)) for v in vals] == [type(v) for v in vals]\n"
                                       "assert [kind(v) for v in vals] == ['Fraction', 'Decimal', 'complex', 'bytes']",
+    "list_sorted_in_place": "a = [3, 1, 2]\nsort_in_place(a)\nassert a == [1, 2, 3]",
+    "dict_and_set_filled_in_place": "d, s = {}, set()\nassert fill(d, seen=s) == 1 and d == {'a': 1} and s == {5}",
+    "nested_lists_changed_in_place": "m = [[1, 2], [3, 4]]\ntranspose(m)\nassert m == [[1, 3], [2, 4]]",
+    "an_argument_left_alone_keeps_its_identity": "a = [1, 2]\nb = a\nassert total(a) == 3 and a is b and a == [1, 2]",
     "none_identity": "assert nothing() is None and same(None) is None",
     "nan_and_infinities": "import math\nn, i, m, z = specials()\n"
                           "assert math.isnan(n) and i == math.inf and m == -math.inf and math.copysign(1, z) == -1",
@@ -309,3 +327,12 @@ def test_hostile_use_of_callbacks_is_bounded(program, test):
     assert time.monotonic() - t0 < TIMEOUT_S + 12
     assert peak_bytes() - before < 64 << 20
     assert_no_trace()
+
+
+@pytest.mark.parametrize("changes", ["{0: 'text'}", "{5: [1]}", "{'nope': [1]}", "[1]", "{}"])
+def test_forged_changes_to_the_arguments_are_a_violation(changes):
+    program = ("import __main__\n"
+               f"__main__._call = lambda target, args, kwargs: ('ok', 3, {changes})\n"
+               "def f(xs):\n    return 3\n")
+    v = judge(program, "a = [1]\nassert f(a) == 3", "assert f([2]) == 3")
+    assert [t.get("reason") for t in v.details["tests"]] == ["protocol_violation"] * 2, v.details["tests"]

@@ -20,6 +20,8 @@ Messages are frames (a 4-byte big-endian length, then the body); a body is a tup
                       len, bool, repr, str
     here -> checker:  ("hello", {name: value}) or ("load_error", type, program type, message) first; then
                       one reply per request: ("ok", value), ("error", type, program type, message),
+                      ("ok", value, {position or keyword: contents}) to a call that changed list, dict or
+                      set arguments in place,
                       ("stop",) (only to "next"), or ("too_large", why) when the value cannot be carried.
     callbacks:        an object the test passed (a lambda, a key function, an instance of the test's class)
                       stays in the checker's judge and arrives here as a ``Callback``; using it sends
@@ -276,10 +278,31 @@ def _ask(op: str, number: int, *args: object) -> object:
         send(wfd, _reply(message))
 
 
+_MUTABLE = (list, dict, set)
+
+
+def _snapshot(value: object) -> bytes | None:
+    try:
+        return codec.encode(value, _OBJECTS.number, modules=True, max_size=codec.MAX_FRAME // 4)
+    except Exception:  # noqa: BLE001 - too large to send back anyway
+        return None
+
+
+def _call(target, args: tuple, kwargs: dict) -> tuple:
+    """Call, and say which list, dict or set arguments the call changed in place: ("ok", value) or ("ok",
+    value, {position or keyword: new contents}), so the test's own objects change as Python's would."""
+    watched = {i: a for i, a in enumerate(args) if type(a) in _MUTABLE}
+    watched.update({k: a for k, a in kwargs.items() if type(a) in _MUTABLE})
+    before = {key: _snapshot(a) for key, a in watched.items()}
+    value = target(*args, **kwargs)
+    changed = {key: a for key, a in watched.items() if before[key] is not None and _snapshot(a) != before[key]}
+    return ("ok", value, changed) if changed else ("ok", value)
+
+
 def _answer(request: tuple) -> tuple:
     op, target = request[0], _OBJECTS.by_id[request[1]]
     if op == "call":
-        return ("ok", target(*request[2], **request[3]))
+        return _call(target, request[2], request[3])
     if op == "getattr":
         return ("ok", getattr(target, request[2]))
     if op == "getitem":

@@ -256,6 +256,9 @@ class Session:
                 continue
             if kind == "stop" and op == "next" and len(reply) == 1:
                 raise StopIteration
+            if kind == "ok" and op == "call" and len(reply) == 3:
+                self._write_back(args[0], args[1], reply[2])
+                return reply[1]
             if _REPLY_FIELDS.get(kind) != len(reply):
                 raise self._end(ProtocolViolation(f"reply {kind!r} to a {op!r} request"))
             if kind == "ok":
@@ -265,6 +268,28 @@ class Session:
             if kind == "too_large":
                 raise ValueTooLarge(f"the program's value cannot be carried: {reply[1][:200]}")
             raise _exception(*reply[1:])
+
+    def _write_back(self, positional: tuple, named: dict, changes: object) -> None:
+        """The program changed list, dict or set arguments in place: the test's own objects change alike."""
+        if type(changes) is not dict or not changes:
+            raise self._end(ProtocolViolation("malformed changes to the arguments"))
+        updates = []
+        for key, new in changes.items():
+            if type(key) is int and 0 <= key < len(positional):
+                original = positional[key]
+            elif type(key) is str and key in named:
+                original = named[key]
+            else:
+                raise self._end(ProtocolViolation("a change to an argument that was not passed"))
+            if type(original) not in (list, dict, set) or type(new) is not type(original):
+                raise self._end(ProtocolViolation("a change that turns an argument into another type"))
+            updates.append((original, new))
+        for original, new in updates:
+            if type(original) is list:
+                original[:] = new
+            else:
+                original.clear()
+                original.update(new)
 
     def _answer_callback(self, message: tuple) -> None:
         """Answer ("cb", op, number, *args): the program uses one of the test's objects."""
