@@ -102,3 +102,14 @@ def test_a_plugin_file_is_imported_from_its_path(tmp_path):
     (other / path.name).write_text("WHERE = __file__\n")
     with pytest.raises(PluginError, match="already belongs"):
         load_plugin(str(other / path.name))
+
+
+def test_a_rubric_file_with_an_alias_bomb_is_a_rubric_error(tmp_path):
+    from rlvr.verifiers.rubric import RubricError, load_rubric
+
+    path = tmp_path / "rubric.yaml"
+    path.write_text(BOMBS["nested lists"])
+    t0 = time.perf_counter()
+    with pytest.raises(RubricError, match="alias"):
+        load_rubric(str(path))
+    assert time.perf_counter() - t0 < 5

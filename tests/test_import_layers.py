@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "rlvr"
 # Lower numbers are lower floors. A package may import its own modules and anything on a strictly lower floor.
 LAYERS: dict[str, int] = {
     "errors": -1,  # the user-error type every floor raises
-    "__init__": 0, "jsonl": 0, "progress": 0, "plugins": 0,  # the package root holds only the version
+    "__init__": 0, "jsonl": 0, "progress": 0, "plugins": 0, "yaml_text": 0,  # the package root holds only the version
     "algos": 1, "verifiers": 1,
     "tasks": 2, "integrations": 2,
     "models": 3, "rewards": 3, "envs": 3,

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 import yaml
 
 from rlvr.errors import UserError
+from rlvr.yaml_text import MAX_YAML_CHARS, BoundedLoader
 
 
 class ConfigError(UserError):
@@ -267,49 +268,11 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
 }
 
 
-MAX_CONFIG_BYTES = 1 << 20  # a config file or override longer than this is refused
-MAX_CONFIG_NODES = 100_000  # scalars, lists and mappings a document may expand to once aliases are followed
-
-
-class _Loader(yaml.SafeLoader):
-    """safe_load, plus YAML 1.2 floats without a dot (``1e-5``), which YAML 1.1 would leave a string, and a bound
-    on the document's size once aliases are expanded: an alias bomb ("billion laughs") is one error, not a hang."""
-
-    def compose_document(self) -> yaml.Node:
-        node = super().compose_document()
-        size = _expanded_size(node, {})
-        if size > MAX_CONFIG_NODES:
-            raise yaml.YAMLError(f"the document expands to {size} nodes through its aliases "
-                                 f"(at most {MAX_CONFIG_NODES}); an alias bomb?")
-        return node
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes in the tree a composed graph stands for, each alias counted as a full copy (memoised, so a graph
-    that doubles at every level is counted in linear time)."""
-    if id(node) in memo:
-        return memo[id(node)]
-    memo[id(node)] = 0  # a recursive alias counts once; SafeLoader refuses to construct it anyway
-    if isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
-    else:
-        size = 1
-    memo[id(node)] = size
-    return size
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
-)
-
-
 def _yaml(text: str, where: str, in_file: bool) -> Any:
-    if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{where}: {len(text)} characters, over the {MAX_CONFIG_BYTES} a config may hold")
+    if len(text) > MAX_YAML_CHARS:
+        raise ConfigError(f"{where}: {len(text)} characters, over the {MAX_YAML_CHARS} a config may hold")
     try:
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=BoundedLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
@@ -424,7 +387,7 @@ def _assign(values: dict, sources: dict, parts: list[str], value: Any, where: st
 def _key_lines(text: str) -> dict[str, int]:
     """Line number of each "section" and "section.key" in a YAML config text (best effort; {} if unparsable)."""
     try:
-        root = yaml.compose(text, Loader=_Loader)
+        root = yaml.compose(text, Loader=BoundedLoader)
     except yaml.YAMLError:
         return {}
     lines: dict[str, int] = {}

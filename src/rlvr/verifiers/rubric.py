@@ -51,6 +51,7 @@ from typing import Any
 
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import register_verifier, verifier_isolation
+from rlvr.errors import UserError
 
 _CHECK_KINDS = ("regex", "verifier", "judge")
 _CRITERION_KEYS = {"name", "weight", "required", "graded", "check", "description"}
@@ -59,7 +60,7 @@ _MAX_CRITERIA = 64
 _MAX_FILE_BYTES = 4 * 2**20
 
 
-class RubricError(ValueError):
+class RubricError(UserError):
     """A rubric that cannot be used; the message names the criterion and key."""
 
 
@@ -165,9 +166,9 @@ def load_rubric(source: Any) -> Rubric:
         elif path.suffix == ".json":
             data = json.loads(text)
         else:
-            import yaml
+            from rlvr.yaml_text import load_yaml
 
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
     except ValueError as exc:  # json and yaml errors are ValueErrors or YAMLErrors
         raise RubricError(f"rubric file {str(path)!r}: {exc}") from None
     except Exception as exc:
