@@ -13,7 +13,9 @@ made: default $RLVR_SANDBOX_DIR, else the system temp dir; folders left by dead 
 see folders.py), fork_server (default True, or $RLVR_FORK_SERVER=0 to turn off: at the bubblewrap level as
 root, fork each program inside a pooled long-lived sandbox instead of starting one, see pool.py).
 
-How tests are judged, and why a program cannot fool them, is in harness.py; the threat model and what each
+Assert tests run in a judge process of their own (judge.py), never in the caller's: whatever a test does with a
+program's value costs that process's time and memory, not the caller's. How tests are judged, and why a program
+cannot fool them, is in harness.py; the threat model and what each
 isolation level blocks are in docs/security.md.
 """
 

@@ -145,12 +145,13 @@ def deny_keyrings() -> None:
     """Install the keyring filter on this process and all it starts (no_new_privs first, as seccomp needs
     without CAP_SYS_ADMIN). Raises OSError where the kernel refuses; does nothing off Linux or on an
     architecture it has no numbers for."""
-    import ctypes
-    import platform
-
-    abis = _KEYRING_SYSCALLS.get(platform.machine())
-    if not sys.platform.startswith("linux") or abis is None:
+    if not sys.platform.startswith("linux"):
         return
+    abis = _KEYRING_SYSCALLS.get(os.uname().machine)
+    if abis is None:
+        return
+    import ctypes
+
     program = _keyring_filter(abis)
     libc = ctypes.CDLL(None, use_errno=True)
     buffer = ctypes.create_string_buffer(program, len(program))
