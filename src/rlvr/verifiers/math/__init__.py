@@ -75,7 +75,7 @@ from typing import Any
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.math import budget
 from rlvr.verifiers.math.cache import ByteLRU, byte_cached
-from rlvr.verifiers.math.equivalence import Comparison, Prover, equivalent
+from rlvr.verifiers.math.equivalence import MIN_GOLD_DIGITS, Comparison, Prover, equivalent
 from rlvr.verifiers.math.expression import ParseError, TooComplex, decimal_value
 from rlvr.verifiers.math.extract import boxed_all, extract
 from rlvr.verifiers.math.normalize import PLAIN_NUMBER, normalize
@@ -308,10 +308,13 @@ def _string_verdict(norm: str, ref_norm: str) -> Verdict | None:
 
 
 def _plain_numbers_verdict(norm: str, ref_norm: str) -> Verdict | None:
-    """Two decimal numbers, the commonest comparison: exact, without building any tree."""
+    """Two decimal numbers, the commonest comparison: exact, without building any tree (None: a long decimal
+    reference, which may have been rounded, is left to the comparison)."""
     if PLAIN_NUMBER.fullmatch(norm) and PLAIN_NUMBER.fullmatch(ref_norm):
         if decimal_value(norm) == decimal_value(ref_norm):
             return _v(1.0, Status.CORRECT, "equivalent")
+        if "." in ref_norm and len(ref_norm.replace("-", "").replace(".", "").lstrip("0")) >= MIN_GOLD_DIGITS:
+            return None
         return _v(0.0, Status.INCORRECT, "not_equivalent")
     return None
 

@@ -174,6 +174,55 @@ def _same_parameter(x: tuple, y: tuple, nx: set[str], ny: set[str]) -> tuple:
     return y
 
 
+MIN_GOLD_DIGITS = 4  # significant digits of a decimal reference that is read as rounded
+MIN_ANSWER_DIGITS = 6  # significant digits of a decimal answer that may round a longer decimal reference
+
+
+def _decimal_places(v: Fraction) -> int:
+    """Decimal places of a terminating fraction (0.0666668 has 7)."""
+    d, twos, fives = v.denominator, 0, 0
+    while d % 2 == 0:
+        d, twos = d // 2, twos + 1
+    while d % 5 == 0:
+        d, fives = d // 5, fives + 1
+    return max(twos, fives)
+
+
+def _significant_digits(v: Fraction) -> int:
+    places = _decimal_places(v)
+    return len(str(abs(v.numerator * 10**places // v.denominator)).lstrip("0"))
+
+
+def _rounded_gold(y: Tree) -> tuple[Fraction, int] | None:
+    """(value, decimal places) of a reference written as a decimal of at least MIN_GOLD_DIGITS significant
+    digits (0.6666667, 3.1416): such a reference was rounded, so an answer is compared at its precision."""
+    if not written_decimal(y):
+        return None
+    try:
+        v = exact_value(y)
+    except (NotRational, TooComplex):
+        return None
+    if not _terminates(v) or _significant_digits(v) < MIN_GOLD_DIGITS:
+        return None
+    return v, _decimal_places(v)
+
+
+def _rounds_reference(rx: Fraction, x: Tree, y: Tree) -> bool:
+    """A rounded decimal reference (0.6666667) is met by any answer it rounds (2/3); a decimal reference with
+    more places (0.066666793) by a decimal answer of at least MIN_ANSWER_DIGITS digits that rounds it
+    (0.0666668)."""
+    gold = _rounded_gold(y)
+    if gold is None:
+        return False
+    value, places = gold
+    if abs(rx - value) * 2 * 10**places <= 1:
+        return True
+    if written_decimal(x) and _terminates(rx) and _significant_digits(rx) >= MIN_ANSWER_DIGITS:
+        answer_places = _decimal_places(rx)
+        return answer_places < places and abs(value - rx) * 2 * 10**answer_places <= 1
+    return False
+
+
 def _terminates(v: Fraction) -> bool:
     """``v`` has a finite decimal expansion (its denominator has no prime factor but 2 and 5)."""
     d = v.denominator
@@ -211,6 +260,9 @@ def _constants_equal(x: tuple, y: tuple, px: bool, py: bool, cmp: Comparison) ->
     except NotNumeric:
         return None
     pairs = _scales(cx, cy, px, py, cmp.percent)
+    gold = _rounded_gold(y) if px == py and cy.imag == 0 and cx.imag == 0 else None
+    if gold is not None and abs(cx.real - float(gold[0])) <= 0.5 * 10.0 ** -gold[1] * (1 + 1e-9):
+        return True  # a reference rounded to its last digit (3.1416 for \pi)
     if not any(_close(a, b, max(cmp.rel_tol, 1e-12), max(cmp.abs_tol, 1e-300)) for a, b in pairs):
         return False
     if cmp.inexact and (written_decimal(x) or written_decimal(y)):
@@ -243,8 +295,9 @@ def expressions_equal(x: Tree, y: Tree, cmp: Comparison, px: bool = False, py: b
             return True
         # a decimal as written against a value no decimal can write (1/12): the tolerance, as for irrationals
         if cmp.inexact and (written_decimal(x) and not _terminates(ry) or written_decimal(y) and not _terminates(rx)):
-            return any(_close(a, b, cmp.rel_tol, cmp.abs_tol) for a, b in _scales(rx, ry, px, py, cmp.percent))
-        return False
+            if any(_close(a, b, cmp.rel_tol, cmp.abs_tol) for a, b in _scales(rx, ry, px, py, cmp.percent)):
+                return True
+        return px == py and _rounds_reference(rx, x, y)
     nx, ny = free_symbols(x), free_symbols(y)
     if nx != ny:
         y = _same_parameter(x, y, nx, ny)
