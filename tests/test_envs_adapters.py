@@ -113,7 +113,8 @@ def test_rlvr_train_runs_the_packages_gym_env(warm_model_dir, tmp_path):
     config = {"model": {"path": str(warm_model_dir)},
               "data": {"train": str(tmp_path / "tasks.jsonl"), "verifier": "exact", "prompts_per_step": 2,
                        "env": "verifiers", "env_options": {"load": "verifiers_fixtures"}},
-              "rollout": {"group_size": 4, "max_new_tokens": 64},
+              # the longest turn prompt (first prompt + the episode's tokens) plus a turn's limit stay within the context of 128
+              "rollout": {"group_size": 4, "max_new_tokens": 40},
               "train": {"steps": 2, "out": str(tmp_path / "run"), "progress": False}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     assert main(["train", str(tmp_path / "config.yaml")]) == 0

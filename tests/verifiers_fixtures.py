@@ -12,7 +12,7 @@ class GuessDigit:
 
     def reset(self, seed: int = 0):
         self.target, self.guesses = seed % 10, 0
-        return "Guess a digit from 0 to 9."
+        return "Guess a digit."
 
     def step(self, action: str):
         self.guesses += 1
@@ -24,8 +24,7 @@ class GuessDigit:
 
 
 def guess_digit_env(episodes: int = 4):
-    return vf.GymEnv(env_cls=GuessDigit, num_train_episodes=episodes, num_eval_episodes=0, max_episode_steps=3,
-                     system_prompt="Answer with one digit.")
+    return vf.GymEnv(env_cls=GuessDigit, num_train_episodes=episodes, num_eval_episodes=0, max_episode_steps=3)
 
 
 class DoubleCheck(vf.MultiTurnEnv):
