@@ -628,6 +628,14 @@ def serve(control_fd: int) -> None:
     import signal
     import socket
 
+    # what every judge needs, imported once here rather than in each forked judge: the standard libraries of
+    # PRELOADED (numpy, with threads of its own, is imported by the judge that needs it), ctypes, resource
+    import ctypes  # noqa: F401 - _die_with_parent
+    import resource  # noqa: F401 - _limit_memory
+
+    for name in PRELOADED:
+        if name != "numpy":
+            library(name)
     control = socket.socket(fileno=control_fd)
     alive: dict[int, int] = {}  # token -> pid, until reaped
     poller = select.poll()
