@@ -149,3 +149,25 @@ def test_prompt_policy_applies_to_the_first_prompt():
     assert run.metrics == {"prompt_truncated_frac": 1.0} and run.batch.prompt_ids.shape[1] == 30
     with pytest.raises(PromptTooLong, match="task t1"):
         run_episodes(engine, tok, [task("hermes")], SamplingParams(n=1, max_new_tokens=200), PromptPolicy(max_tokens=30))
+
+
+def test_a_turn_never_samples_past_the_models_context():
+    """One generate call serves every live episode: the longest one bounds the call, and an episode whose context
+    is full ends, truncated, while the others go on."""
+    from types import SimpleNamespace
+
+    tok = qwen_style_tokenizer()
+    engine = ScriptedEngine(tok, call_then_answer("<tool_response>", HERMES_CALL))
+    from rlvr.rollout.agent import start_episode
+
+    short = len(start_episode(task("hermes"), tok).prompt_ids)
+    engine.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=short + 40))
+    seen = []
+    generate = engine.generate
+    engine.generate = lambda prompts, params: (seen.append((max(map(len, prompts)), params.max_new_tokens)),
+                                               generate(prompts, params))[1]
+    long_task = Task("what is 37*58? " + "please " * 12, "2146", "t2", env="tools",
+                     env_options={"tools": ["calculator"], "tool_format": "hermes"})
+    run = run_episodes(engine, tok, [task("hermes"), long_task], SamplingParams(n=1, max_new_tokens=200))
+    assert seen and all(longest + most <= short + 40 for longest, most in seen)
+    assert run.stats[1]["truncated"] == 1

@@ -35,6 +35,7 @@ from rlvr.models import encode_prompt
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
 from rlvr.errors import UserError
+from rlvr.models.loading import context_length
 
 SENTINEL = "\x00rlvr-end-of-content\x00"
 log = logging.getLogger(__name__)
@@ -154,14 +155,22 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
     for e, ids in zip(episodes, fitted):
         e.prompt_ids = ids
     budget = params.max_new_tokens
+    context = context_length(getattr(engine, "model", None))  # None: the engine's model does not say
     device = None
     has_entropy = True
     while True:
+        for e in episodes:  # an episode whose context is full ends, truncated, rather than sampling past it
+            if not e.done and context is not None and len(e.prompt_ids) + len(e.ids) >= context[0]:
+                last = [m["content"] for m in e.messages if m.get("role") == "assistant"]
+                e.finish(last[-1] if last else "", truncated=True)
         live = [e for e in episodes if not e.done]
         if not live:
             break
         allowed = [min(budget - len(e.ids), e.env.limits.max_turn_tokens or budget) for e in live]
-        turn = SamplingParams(n=1, max_new_tokens=max(allowed), temperature=params.temperature, top_p=params.top_p,
+        most = max(allowed)
+        if context is not None:  # one call samples up to `most` tokens for every row: keep the longest within context
+            most = min(most, context[0] - max(len(e.prompt_ids) + len(e.ids) for e in live))
+        turn = SamplingParams(n=1, max_new_tokens=most, temperature=params.temperature, top_p=params.top_p,
                               top_k=params.top_k)
         with torch.no_grad():
             out = engine.generate([e.prompt_ids + e.ids for e in live], turn)
