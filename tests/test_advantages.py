@@ -1,5 +1,5 @@
 """Advantage estimators beyond GRPO (REINFORCE++, ReMax, GAE, PSR/NSR) and the PPO value loss, against
-hand-computed values (CONTRACTS.md C2 conventions: rewards [N], index [N], response_mask [N, T])."""
+hand-computed values (docs/api.md "Algorithms" conventions: rewards [N], index [N], response_mask [N, T])."""
 
 import math
 

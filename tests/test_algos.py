@@ -1,4 +1,4 @@
-"""rlvr.algos against CONTRACTS.md C2: hand-computed values, gradients, registries."""
+"""rlvr.algos against docs/api.md ("Algorithms"): hand-computed values, gradients, registries."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Imports point down (DESIGN.md): every module of rlvr imports only from its own package or from packages of a
+"""Imports point down: every module of rlvr imports only from its own package or from packages of a
 lower layer, including imports made inside functions. algos imports torch and nothing else of rlvr; verifiers
 never import torch or the trainer."""
 

@@ -1,4 +1,4 @@
-"""The RL loop end to end on CPU: reward goes up, metrics and checkpoints are what CONTRACTS.md C4 promises."""
+"""The RL loop end to end on CPU: reward goes up, metrics and checkpoints are what docs/api.md ("Command line") promises."""
 
 
 import pytest

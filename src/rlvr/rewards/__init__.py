@@ -1,4 +1,4 @@
-"""Rewards computed from the policy itself, for tasks without a rule verifier (DESIGN.md: rewards/).
+"""Rewards computed from the policy itself, for tasks without a rule verifier.
 
 The trainer calls them once per batch, after sampling, with the batch's tensors and a function that runs the
 model (no gradients are taken):
