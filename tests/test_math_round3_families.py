@@ -134,6 +134,14 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         (B("12") + " Then the total is $12 \\cdot 2 = 24$. Final Answer: 24", "24", True),
         (B("12") + " Final Answer: 24", "24", False),
     ],
+    "a concluding sentence after the last math span": [
+        ("For each divisor $n$ the difference is $d = \\frac{90}{n}$. Therefore, there are 12 distinct sequences.",
+         "12", True),
+        ("We get $$\\frac{a}{b} \\geq 2.$$ Therefore, the error increases by 100%.", "100\\%", True),
+        ("For each divisor $n$ the difference is $d = \\frac{90}{n}$. Therefore, there are 12 distinct sequences.",
+         "13", False),
+        ("We have $x = 4$. Therefore, with 2 more steps and 3 checks we are done.", "2", False),
+    ],
     "prose after a final-answer marker": [
         ("Final Answer: Jane started growing the plant 3 hours ago. I hope it is correct.", "3", True),
         ("Final Answer: Jane started growing the plant 4 hours ago. I hope it is correct.", "3", False),
@@ -341,6 +349,11 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
     ],
 }
 ROWS = [(family, *row) for family, rows in FAMILIES.items() for row in rows]
+
+
+def test_unclosed_box_in_the_reference_is_its_content():
+    assert verify("math", B("7"), "\\boxed{7").status == Status.CORRECT
+    assert verify("math", B("8"), "\\boxed{7").status == Status.INCORRECT
 
 
 @pytest.mark.parametrize("family,response,reference,accepted", ROWS,

@@ -180,6 +180,8 @@ def _reference_text(reference: str, units: bool) -> tuple[str, Verdict | None]:
         boxes = boxed_all(reference)
         if boxes:
             reference = boxes[-1]
+        elif reference.lstrip().startswith(("\\boxed{", "\\fbox{")):  # a box left unclosed: its content
+            reference = reference.lstrip()[len("\\boxed{") :]
     if len(reference) > MAX_ANSWER_RAW:
         return "", _v(0.0, Status.UNDECIDABLE, "too_complex", side="reference")
     norm = normalize(reference, units=units)

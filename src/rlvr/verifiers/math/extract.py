@@ -42,8 +42,8 @@ class Extraction:
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 _DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
 _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
-_LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s|[\"\u201c])+")
-_TRAILING_BOLD = re.compile(r"(?:\*\*|\s|[\"\u201d])+$")
+_LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s|\\?[\"\u201c])+")
+_TRAILING_BOLD = re.compile(r"(?:\*\*|\s|\\?[\"\u201d])+$")
 _NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
 # several math spans offered together: "$3$ or $4$", "$x = 1$ and $x = 3$", "$1$, $2$"
 _MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
@@ -382,6 +382,26 @@ def _later_final_answer(response: str, low: str, end: int) -> Extraction | None:
     return Extraction(answer, "marker", (answer,))
 
 
+_CONCLUSION = re.compile(r"(?:[.!?:$]\s*|\n\s*)(?:therefore|thus|hence|so|in total|in conclusion|finally),?\s+([^.!?\n$]*)")
+
+
+def _concluding_number(response: str, low: str, math_end: int) -> str | None:
+    """The one number of a concluding sentence ("Therefore, there are 12 sequences.") that follows the last math
+    span, which was then a step of the work; None when there is no such sentence or it holds several numbers."""
+    found = None
+    for m in _CONCLUSION.finditer(low, math_end, min(len(low), math_end + 1000)):
+        found = m
+    if found is None:
+        return None
+    numbers = list(_NUMBER.finditer(response, found.start(1), found.end(1)))
+    if len(numbers) != 1 or not _committed(low, numbers[0].start(), numbers[0].end()):
+        return None
+    number = numbers[0]
+    if response[number.start() - 1 : number.start()].isalpha():
+        return None
+    return number.group(0) + ("%" if response.startswith("%", number.end()) else "")
+
+
 def _tag_answers(response: str, low: str) -> tuple[list[str], int]:
     """The answers of every <answer>...</answer> (the boxes inside one, else its math or its text), the final
     one last, and where the last tag ends."""
@@ -446,6 +466,9 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
         at = response.rfind(m)
         if at >= 0 and not _committed(low, at, at + len(m)):
             return Extraction(None, "uncommitted", ())
+        concluded = _concluding_number(response, low, at + len(m)) if at >= 0 else None
+        if concluded is not None:
+            return Extraction(concluded, "last_number", (concluded,))
         return Extraction(m, "math", (m,))
     if not strict:
         num = _last_number(response)
