@@ -139,7 +139,7 @@ def probe(x: tuple, y: tuple, names: set[str], precise_check: bool = False) -> s
         except (NotNumeric, TooComplex):
             continue
         tiny = 1e-50 if precise_check else 1e-9
-        if _real(vx, tiny) != _real(vy, tiny):
+        if _real(vx, tiny, rel) != _real(vy, tiny, rel):
             continue  # outside one side's real domain (\ln x at x < 0): the identity is not tested there
         if not _close(vx, vy, rel, tiny):
             return "disagree"
@@ -147,8 +147,9 @@ def probe(x: tuple, y: tuple, names: set[str], precise_check: bool = False) -> s
     return "agree" if agree >= 3 else "unknown"
 
 
-def _real(z: Any, tiny: float) -> bool:
-    return abs(z.imag) <= max(tiny, 1e-12 * abs(z.real)) if tiny > 1e-40 else abs(z.imag) <= max(tiny, 1e-40 * abs(z.real))
+def _real(z: Any, tiny: float, rel: float) -> bool:
+    """``z`` is real up to the arithmetic's error (its imaginary part below ``tiny`` or ``rel`` of its size)."""
+    return abs(z.imag) <= max(tiny, rel * abs(z.real))
 
 
 def _rename(a: tuple, names: dict[str, str]) -> tuple:
