@@ -188,6 +188,7 @@ def main() -> None:
     print(markdown(table(cases, verdicts, seconds), seconds))
     slow = sorted(zip(seconds, cases), key=lambda p: -p[0])[:5]
     print("\nslowest rlvr calls: " + ", ".join(f"{c['id']} {1000 * s:.0f} ms" for s, c in slow))
+    print(f"rlvr calls over 0.5 s: {sum(s > 0.5 for s in seconds)} of {len(cases)}")
     known = json.loads(KNOWN_WRONG.read_text(encoding="utf-8"))["cases"]
     if args.prune_known:
         prune_known([c["id"] for c, a in zip(cases, ours) if a == c["expected"]])
