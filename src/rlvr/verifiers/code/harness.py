@@ -2,17 +2,18 @@
 
 Assert-style tests run against ONE sandboxed process per task (``inside.py serve``), where the program's
 definitions are loaded, and each test statement is executed in a JUDGE process of its own (``judge.py``),
-neither in the sandbox nor in the checker: the checker only starts the two, connects them, and reads one line
-of JSON per test from the judge. In the judge every name the program defines stands for a proxy (``Remote``):
+neither in the sandbox nor in the checker: the checker only starts the two, connects them, and reads one report
+per test from the judge. In the judge every name the program defines stands for a proxy (``Remote``):
 calling it sends the call to the sandbox and brings back a plain value (exact builtin types) or another proxy.
 So:
   - ``assert`` and the comparisons run in the judge, on plain values: an object whose ``__eq__`` lies, or a
     subclass of ``int`` or ``str``, arrives as the builtin it claims to be, and tampering with builtins or
     ``assert`` in the sandbox changes nothing there;
   - whatever a test does with the program's values (compare, hash, sum, sort: ``range(10**18)``, a decimal
-    with a huge exponent, keys that share one hash) costs the judge, which has a memory limit of its own and is
-    killed by the checker once a test runs ``JUDGE_GRACE_S`` past ``timeout_s``: the checker's time and
-    memory are never spent on a program's value, and such a test is "timeout" or "failed";
+    with a huge exponent, keys that share one hash) costs the judge, which has a memory limit of its own and
+    is killed by its own watchdog, or by the checker once a test's report is ``JUDGE_GRACE_S`` past
+    ``timeout_s``: the checker's time and memory are never spent on a program's value, and such a test is
+    "timeout" or "failed";
   - the program never sees a test or an expected value, so printing "PASSED", reading its own process or
     files, or inspecting frames gains nothing;
   - the tests see the libraries they use (``math``, ``np``...) as the judge's own copies, never the program's

@@ -210,7 +210,7 @@ _CHANNEL: list[int] = []  # the fds of the channel to the checker, once serving
 
 
 class Callback:
-    """An object of the test's that stays in the checker; every use asks the checker (see the docstring)."""
+    """An object of the test's that stays in the checker's judge; every use asks it (see the docstring)."""
 
     __slots__ = ("_number", "_type")
 
