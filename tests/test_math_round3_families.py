@@ -391,6 +391,17 @@ def test_truncated_response_keeps_explicit_answers(response):
     assert v.status == Status.CORRECT, v
 
 
+def test_the_runner_hands_the_truncation_flag_to_the_math_verifier():
+    from rlvr.verifiers import RewardRunner, ScoreRequest
+
+    response = "The product of the roots is $12$, and the sum of"
+    with RewardRunner(workers=1) as runner:
+        cut, whole = runner.score([ScoreRequest("math", response, "12", truncated=True),
+                                   ScoreRequest("math", response, "12")])
+    assert (cut.score, cut.details["extraction"]) == (0.0, "truncated")
+    assert whole.score == 1.0
+
+
 def test_retracted_answer_is_incorrect_with_its_reason():
     v = verify("math", "Answer: 9. No wait, that's wrong.", "9")
     assert (v.score, v.status, v.reason) == (0.0, Status.INCORRECT, "retracted")
