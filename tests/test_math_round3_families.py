@@ -35,6 +35,10 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("Answer: 9. No other value works.", "9", True),
         ("The answer is 3, which is what I first thought.", "3", True),
         (B("5") + " No other value satisfies both equations.", "5", True),
+        (B("12") + " Wait.", "12", True),
+        (B("12") + " Hmm, let me verify: $3 \\cdot 4 = 12$. Yes.", "12", True),
+        (B("12") + " No.", "12", False),
+        ("Answer: 9? No.", "9", False),
     ],
     "exact forms are decided exactly": [
         (B("\\sqrt{9.0000000002}"), "3", False),

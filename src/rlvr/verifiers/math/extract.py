@@ -312,10 +312,14 @@ _NEXT_TURN = re.compile(r"<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>|<
 # a response that is one bare expression (no delimiters, no prose): "\frac{10}{9}", "3+2", "-x^2 + 1"
 _BARE_EXPRESSION = re.compile(r"[-+*/^_=(){}\[\].,!|\s\d]*(?:(?:\\[a-zA-Z]+|[a-zA-Z]{1,2}(?![a-zA-Z]))[-+*/^_=(){}\[\].,!|\s\d]*)*")
 # the words right after a value that reject it: "9. No wait, that's wrong", "9 is what I first thought, but no"
+_INTERJECTION = r"(?:(?:wait|hmm|oops|actually|but|however)\b[\s,.!]*)*"
 _RETRACTED = re.compile(
-    r"^[\s.,;:!?)\]}*$]*(?:(?:no|nope|wait|hmm|oops|actually|but|however|scratch\s+that|never\s*mind)\b[\s,.!]*"
-    r"(?:(?:wait|no|that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|this\s+is|that|it|is|i\s+was)\b[\s,]*)*"
-    r"(?:wrong|incorrect|not\s+(?:right|correct|it)|a\s+mistake|mistaken|no\b|$|[.!?])"
+    r"^[\s.,;:!?)\]}*$]*(?:"
+    + _INTERJECTION + r"(?:no|nope)\b[\s,.!]*(?:(?:wait|that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|i\s+was)\b"
+    r"[^.\n]{0,30}?)?(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake|mistaken|$|[.!?])"
+    r"|" + _INTERJECTION + r"(?:that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|this\s+is)\s+"
+    r"(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)"
+    r"|scratch\s+that|never\s*mind"
     r"|(?:is|was)\s+(?:what\s+i\s+)?(?:first\s+)?(?:thought|guessed|assumed)[^.\n]{0,40}?\b(?:but|however)\b"
     r"|(?:is|was)\s+(?:wrong|incorrect|a\s+mistake|not\s+(?:right|correct))\b)",
     re.I,
