@@ -8,6 +8,7 @@ Layout
                     the last number), and whether the response commits to it
     normalize.py    one spelling for an answer (delimiters, \\text{}, Unicode, thousands, repeating decimals)
     units.py        units after a value: which words are units, their dimension and size
+    words.py        numbers written in English words ("twenty-one", "three quarters")
     expression.py   our own tokenizer and parser of the LaTeX subset of answers -> small tuple trees
     values.py       the kinds of answer value (Expression, Equation, Interval, FiniteSet, OrderedTuple, Matrix,
                     Quantity, Text, ...), one small dataclass each
