@@ -462,6 +462,7 @@ def test_missing_latex2sympy_is_said_once(monkeypatch, caplog):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == symbolic.FALLBACK_PACKAGE else real(name, *a))
     monkeypatch.setattr(symbolic, "_warned", False)
+    monkeypatch.setattr(symbolic, "_installed", None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = decide("\\sum_{k=1}^{n} k", "\\frac{n(n+1)}{2}", stage=Stage.SYMBOLIC)

@@ -99,12 +99,16 @@ MISSING_FALLBACK = (
     f"(they are judged unparseable). It is a dependency of rlvr: reinstall rlvr, or `pip install {FALLBACK_PACKAGE}`."
 )
 _warned = False
+_installed: bool | None = None  # found once, not looked up again
 
 
 def fallback_installed() -> bool:
     """Whether latex2sympy2_extended can be imported; says so once (a warning and the "rlvr" log) when not."""
-    global _warned
-    if importlib.util.find_spec(FALLBACK_PACKAGE) is not None:
+    global _warned, _installed
+    if _installed:
+        return True
+    _installed = importlib.util.find_spec(FALLBACK_PACKAGE) is not None
+    if _installed:
         return True
     if not _warned:
         _warned = True
