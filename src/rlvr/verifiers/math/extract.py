@@ -331,6 +331,7 @@ _NEAR_ALTERNATIVE = re.compile(  # right after the container, in the same senten
     r"(?:(?:it\s+(?:is|could\s+be|might\s+be)|the\s+answer\s+(?:is|could\s+be|might\s+be)|even|just)\s+)?" + _VALUE,
     re.I,
 )
+_PARENTHESISED_VALUE = re.compile(r"^[\s$.,;:]*[(\[]\s*" + _VALUE + r"(?:\s+[a-zA-Z][a-zA-Z ]{0,40})?\s*[)\]]")  # "(6 if ...)"
 _FAR_ALTERNATIVE = re.compile(  # anywhere after it
     r"\b(?:alternatively|alternately|or\s+(?:perhaps|maybe|possibly)|perhaps|maybe|possibly|another\s+(?:possible\s+)?"
     r"(?:answer|value|solution)\s+(?:is|would\s+be|could\s+be)|(?:could|might|may)\s+(?:also|instead|well)\s+be|"
@@ -357,7 +358,8 @@ def _tail_candidates(response: str, low: str, end: int) -> list[str] | None:
         if value and len(value) <= 200:
             out.append(value)
     words = _TAIL_LATEX.sub(" ", _TAIL_TEXT.sub(r" \1 ", tail)) if "\\" in tail else tail
-    for m in (_NEAR_ALTERNATIVE.match(words), *_FAR_ALTERNATIVE.finditer(words)):
+    words = words.replace("~", " ")
+    for m in (_NEAR_ALTERNATIVE.match(words), _PARENTHESISED_VALUE.match(words), *_FAR_ALTERNATIVE.finditer(words)):
         if m is not None:
             value = m.group(1)
             boxed = boxed_all(value)
