@@ -153,6 +153,7 @@ FAMILIES: dict[str, list[tuple[str, str, bool]]] = {
         ("For each divisor $n$ the difference is $d = \\frac{90}{n}$. Therefore, there are 12 distinct sequences.",
          "13", False),
         ("We have $x = 4$. Therefore, with 2 more steps and 3 checks we are done.", "2", False),
+        ("The roots are $x = 4$ and $x = 5$ here; we take $x = 4$. So we substitute into 2 equations.", "4", True),
     ],
     "prose after a final-answer marker": [
         ("Final Answer: Jane started growing the plant 3 hours ago. I hope it is correct.", "3", True),

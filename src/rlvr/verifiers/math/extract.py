@@ -388,7 +388,7 @@ def _later_final_answer(response: str, low: str, end: int) -> Extraction | None:
     return Extraction(answer, "marker", (answer,))
 
 
-_CONCLUSION = re.compile(r"(?:[.!?:$]\s*|\n\s*)(?:therefore|thus|hence|so|in total|in conclusion|finally),?\s+([^.!?\n$]*)")
+_CONCLUSION = re.compile(r"(?:[.!?:$]\s*|\n\s*)(?:therefore|thus|hence|in total|in conclusion),?\s+([^.!?\n$]*)")
 
 
 def _concluding_number(response: str, low: str, math_end: int) -> str | None:
