@@ -50,7 +50,7 @@ def test_rl_teaches_the_calculator(tmp_path):
 
 @pytest.mark.slow
 def test_agent_demo_prints_the_readme_line(tmp_path):
-    assert demo_command("--agent", "--seed", "0", out=tmp_path, timeout=3600) == readme_line(README_LINE)
+    assert demo_command("--agent", "--seed", "0", out=tmp_path, timeout=7200) == readme_line(README_LINE)
 
 
 def test_agent_flag_on_the_command_line():

@@ -50,7 +50,7 @@ def test_rl_phase_raises_heldout_pass_at_1(tmp_path):
 
 @pytest.mark.slow
 def test_demo_prints_the_readme_line(tmp_path):
-    assert demo_command("--seed", "0", out=tmp_path, timeout=3600) == readme_line(README_LINE)
+    assert demo_command("--seed", "0", out=tmp_path, timeout=7200) == readme_line(README_LINE)
 
 
 def test_demo_command_line_flags():
