@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlvr.jsonl import append_jsonl, read_jsonl
+from rlvr.errors import UserError
 
 
 class MetricsLogger:
@@ -59,7 +60,7 @@ def _needs(package: str, extra: str):
         raise LoggerUnavailable(f"train.loggers: {extra} needs the {package} package: pip install 'rlvr[{extra}]'") from None
 
 
-class LoggerUnavailable(ValueError):
+class LoggerUnavailable(UserError):
     """A logger whose package is not installed; the message names the extra to install."""
 
 

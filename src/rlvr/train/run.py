@@ -36,6 +36,7 @@ from rlvr.train.parts import PartContext, build_parts
 from rlvr.verifiers import default_runner
 from rlvr.verifiers.compose import parse_spec
 from rlvr.verifiers.registry import UnknownVerifierError, get_verifier
+from rlvr.errors import UserError
 
 
 def seed_everything(seed: int) -> None:
@@ -53,7 +54,7 @@ def check_verifiers(tasks: list[Task], default: str, source: str | None = None) 
             try:
                 get_verifier(task.verifier)
             except UnknownVerifierError as exc:
-                raise ValueError(f"{source or 'data'}: task {task.id}: field 'verifier': {exc}") from None
+                raise UserError(f"{source or 'data'}: task {task.id}: field 'verifier': {exc}") from None
 
 
 def reward_spec(cfg: Config):
@@ -98,7 +99,7 @@ def load_lora_policy(cfg: Config, checkpoint: Path | None):
     return apply_lora(model, cfg.model.lora, cfg.model.path), tokenizer
 
 
-class RunSetupError(ValueError):
+class RunSetupError(UserError):
     """The run cannot start or continue as configured (its directory, device, disk or an optional package); the
     message is one line naming the key or path."""
 

@@ -33,6 +33,7 @@ from rlvr.train.manifest import write_manifest
 from rlvr.train.metrics import MetricsLog
 from rlvr.train.run import TrainingDiverged, diverged_message, lr_factor, make_optimizer, seed_everything
 from rlvr.train.sft import sft_batch
+from rlvr.errors import UserError
 
 
 def completion_of(task: Task, field: str) -> str:
@@ -57,9 +58,9 @@ def completion_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor
 def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Supervised fine-tuning as configured; returns the run directory."""
     if cfg.model.path is None:
-        raise ValueError("model.path is not set: give it in the config or as an override, e.g. model.path=path/to/model")
+        raise UserError("model.path is not set: give it in the config or as an override, e.g. model.path=path/to/model")
     if cfg.data.train is None:
-        raise ValueError("data.train is not set: give a data file or preset, e.g. data.train=data/sft.jsonl")
+        raise UserError("data.train is not set: give a data file or preset, e.g. data.train=data/sft.jsonl")
     run_dir = Path(cfg.train.out)
     set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
     return_large_blocks_to_the_system()
