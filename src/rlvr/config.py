@@ -141,7 +141,7 @@ class TrainConfig:
     loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
     max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
-    deterministic: bool = False  # one torch thread and kernels pinned to one instruction-set level: the same numbers on any x86-64 CPU (docs/performance.md)
+    deterministic: bool = False  # one torch thread and kernels pinned to AVX2: the same numbers on any x86-64 CPU with AVX2 and FMA (docs/performance.md)
 
 
 @dataclass

@@ -57,11 +57,15 @@ def require_ray():
     return ray
 
 
-def actor_env() -> dict[str, str]:
-    """Environment of every actor: one intra-op thread, and the rlvr the driver runs on the import path."""
+def actor_env(deterministic: bool = False) -> dict[str, str]:
+    """Environment of every actor: one intra-op thread, and the rlvr the driver runs on the import path; with
+    train.deterministic, the pinned kernels too (actors on a cluster joined by address do not inherit the driver's
+    environment, and a worker's first kernel may run before rlvr pins them)."""
+    from rlvr.train.determinism import PINNED_ENV
+
     src = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return {**ACTOR_ENV, "PYTHONPATH": path}
+    return {**ACTOR_ENV, **(PINNED_ENV if deterministic else {}), "PYTHONPATH": path}
 
 
 def connect(cfg: Config):
@@ -70,7 +74,7 @@ def connect(cfg: Config):
     ray = require_ray()
     if ray.is_initialized():
         return None
-    env = {"env_vars": actor_env()}
+    env = {"env_vars": actor_env(cfg.train.deterministic)}
     if cfg.cluster.address:
         ray.init(address=cfg.cluster.address, runtime_env=env, log_to_driver=True)
         return True
