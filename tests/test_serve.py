@@ -56,8 +56,8 @@ def post(server, path, body, timeout=30):
     return out
 
 
-def get(server, path):
-    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
+def get(server, path, timeout=10):
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=timeout)
     conn.request("GET", path)
     resp = conn.getresponse()
     out = resp.status, json.loads(resp.read())

@@ -15,41 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rlvr.serve import RewardService, add_serve_arguments, make_server
+from rlvr.serve import RewardService, add_serve_arguments
 
-
-@pytest.fixture
-def server_for():
-    started = []
-
-    def start(service, **limits):
-        server = make_server(service, "127.0.0.1", 0, **limits)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
-
-
-def post(server, path, body, timeout=30):
-    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=timeout)
-    conn.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    out = resp.status, json.loads(resp.read() or b"null")
-    conn.close()
-    return out
-
-
-def get(server, path, timeout=10):
-    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=timeout)
-    conn.request("GET", path)
-    resp = conn.getresponse()
-    out = resp.status, json.loads(resp.read())
-    conn.close()
-    return out
+from test_serve import get, post, server_for  # noqa: F401  (server_for: the loopback-server fixture)
 
 
 class Listener:
