@@ -91,3 +91,23 @@ def test_cli_sft_on_reasoning_gym_targets(tiny_model_dir, tmp_path, capsys):
                  f"train.out={tmp_path / 'rg'}", "train.steps=2", "train.progress=false", "data.prompts_per_step=4"])
     assert code == 0 and "sft: done" in capsys.readouterr().out
     assert len(read_jsonl(tmp_path / "rg" / "metrics.jsonl")) == 2
+
+
+def test_a_skipped_step_logs_no_nan(tiny_model_dir, tmp_path, monkeypatch):
+    """A step whose loss is not finite is skipped; its row carries no loss or gradient norm, never a NaN."""
+    import rlvr.train.sft_run as sft_run
+
+    calls = {"n": 0}
+
+    def nan_on_step_two(model, batch):
+        calls["n"] += 1
+        loss, count = completion_loss(model, batch)
+        return (loss * float("nan") if calls["n"] == 2 else loss), count
+
+    monkeypatch.setattr(sft_run, "completion_loss", nan_on_step_two)
+    run = run_sft(sft_config(tiny_model_dir, write_rows(tmp_path / "rows.jsonl"), tmp_path / "run", "train.steps=3",
+                          "train.micro_batch_size=0"))  # one backward pass per step
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["bad_step"] for r in rows] == [False, True, False]
+    assert "loss" not in rows[1] and "grad_norm" not in rows[1]
+    assert all(r["loss"] == r["loss"] for r in (rows[0], rows[2]))

@@ -125,13 +125,15 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
             row = {"step": step, "loss": loss_sum / total, "tokens": total, "lr": scheduler.get_last_lr()[0],
                    "grad_norm": grad_norm, "bad_step": bad, "time_s": time.perf_counter() - started,
                    **loss_scale.metrics(done)}
+            if bad:  # a skipped step logs no loss or gradient norm: a NaN would poison every average of the column
+                del row["loss"], row["grad_norm"]
             log.write(row)
             if bad_in_a_row >= cfg.train.max_bad_steps:
                 log.close()
                 raise TrainingDiverged(diverged_message(step, bad_in_a_row, cfg))
             if on_step is not None:
                 on_step(row)
-            bar.advance(f"loss {row['loss']:.3f}")
+            bar.advance(f"loss {row['loss']:.3f}" if "loss" in row else "skipped")
             if step == cfg.train.steps or (cfg.train.save_every and step % cfg.train.save_every == 0):
                 state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                          "sampler": sampler.state_dict(), "bad_in_a_row": bad_in_a_row,
