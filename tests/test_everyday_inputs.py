@@ -81,3 +81,16 @@ def test_within_the_context_it_trains(tmp_path, capsys):
     assert main(["train", "examples/arithmetic.yaml", f"model.path={model}", f"train.out={tmp_path / 'run'}",
                  "train.steps=1", "rollout.max_new_tokens=4", "train.progress=false", "data.prompts_per_step=2",
                  "rollout.group_size=2"]) == 0
+
+
+# -------------------------------------------------------------------------------------------- retries
+
+def test_a_start_that_failed_before_its_first_step_can_be_retried(tiny_model_dir, tmp_path, capsys):
+    args = ["train", "examples/arithmetic.yaml", f"model.path={tiny_model_dir}", f"train.out={tmp_path / 'run'}",
+            "train.steps=1", "train.progress=false", "data.prompts_per_step=2", "rollout.group_size=2"]
+    assert main(args + ["rollout.max_new_tokens=200"]) == 2  # past the model's context: fails at the first step
+    assert (tmp_path / "run" / "config.yaml").exists() and not list((tmp_path / "run").glob("checkpoint-*"))
+    capsys.readouterr()
+    assert main(args + ["rollout.max_new_tokens=4"]) == 0  # no --resume, no train.overwrite needed
+    assert main(args + ["rollout.max_new_tokens=4"]) == 2  # a run that took a step is still never mixed into
+    assert "already holds a run" in capsys.readouterr().err

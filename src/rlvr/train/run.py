@@ -114,7 +114,7 @@ def prepare_run_dir(cfg: Config, resume: bool) -> None:
     run_dir = Path(cfg.train.out)
     earlier = sorted({p.name for pattern in RUN_FILES for p in run_dir.glob(pattern)}) if run_dir.is_dir() else []
     if earlier and not resume:
-        if not cfg.train.overwrite:
+        if not cfg.train.overwrite and started(run_dir):
             raise RunSetupError(
                 f"train.out={run_dir} already holds a run ({', '.join(earlier[:4])}{', ...' if len(earlier) > 4 else ''}): "
                 "add --resume to continue it, train.overwrite=true to replace it, or choose another train.out")
@@ -132,6 +132,13 @@ def prepare_run_dir(cfg: Config, resume: bool) -> None:
         check_loggers(loggers_of(cfg))
     except LoggerUnavailable as exc:
         raise RunSetupError(str(exc)) from None
+
+
+def started(run_dir: Path) -> bool:
+    """Whether a run in ``run_dir`` got as far as a step: a checkpoint, or a logged step. A start that failed before
+    (a bad key, a missing package, an unreadable model) left only its config and manifest, and may simply be retried."""
+    metrics = run_dir / "metrics.jsonl"
+    return any(run_dir.glob("checkpoint-*")) or (metrics.is_file() and metrics.stat().st_size > 0)
 
 
 def loggers_of(cfg: Config) -> list[str]:
