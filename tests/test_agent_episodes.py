@@ -43,7 +43,7 @@ def test_qwen_style_loss_on_model_tokens_only():
     tools = [{"type": "function", "function": {"name": "calculator"}}]
     assert whole + "\n" == tok.apply_chat_template(messages, tools=tools, tokenize=False)  # tokens as the template
     assert run.answers == ["2146", "2146"] and run.stats[0] == {"turns": 2, "tool_calls": 1, "tool_errors": 0,
-                                                                "malformed_calls": 0, "truncated": 0,
+                                                                "malformed_calls": 0, "skipped_calls": 0, "truncated": 0,
                                                                 "env_errors": 0}
     b = run.batch
     assert torch.equal(b.logprobs != 0, b.loss_mask.bool()) and b.group_index.tolist() == [0, 0]
@@ -171,3 +171,12 @@ def test_a_turn_never_samples_past_the_models_context():
     run = run_episodes(engine, tok, [task("hermes"), long_task], SamplingParams(n=1, max_new_tokens=200))
     assert seen and all(longest + most <= short + 40 for longest, most in seen)
     assert run.stats[1]["truncated"] == 1
+
+
+def test_calls_past_the_turns_cap_are_counted_in_the_step_metrics():
+    tok = qwen_style_tokenizer()
+    script = lambda text: HERMES_CALL * 3 if "<tool_response>" not in text else "2146"
+    samples = generate_and_score(ScriptedEngine(tok, script), tok, [task("hermes", max_calls_per_turn=1)],
+                                 SamplingParams(n=2, max_new_tokens=400), Scoring("exact"))
+    assert [e["skipped_calls"] for e in samples.episodes] == [2, 2]
+    assert samples.metrics["skipped_calls_mean"] == 2.0 and samples.metrics["env_error_frac"] == 0.0

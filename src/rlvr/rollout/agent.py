@@ -91,7 +91,8 @@ class Episode:
     entropy: list[float] = field(default_factory=list)
     parts: dict[str, float] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"turns": 0, "tool_calls": 0, "tool_errors": 0,
-                                                           "malformed_calls": 0, "truncated": 0, "env_errors": 0})
+                                                           "malformed_calls": 0, "skipped_calls": 0, "truncated": 0,
+                                                           "env_errors": 0})
     answer: str = ""
     done: bool = False
 
@@ -194,7 +195,7 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
                 continue
             for name, value in step.rewards.items():
                 ep.parts[name] = ep.parts.get(name, 0.0) + float(value)
-            for name in ("tool_calls", "tool_errors", "malformed_calls"):
+            for name in ("tool_calls", "tool_errors", "malformed_calls", "skipped_calls"):
                 ep.stats[name] += int(step.info.get(name, 0))
             if step.done or ep.stats["turns"] >= ep.env.limits.max_turns:
                 ep.finish(step.answer if step.answer is not None else text)

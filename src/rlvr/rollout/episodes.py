@@ -178,7 +178,8 @@ def score_episodes(run: EpisodeRun, tasks: list[Task], params: SamplingParams, s
 
 
 def episode_metrics(stats: list[dict[str, int]]) -> dict[str, float]:
-    """Means over episodes: turns, tool calls, truncation; the tool error rate is per call."""
+    """Means over episodes: turns, tool calls (made, malformed, skipped past the turn's cap or time budget),
+    truncation, environments that raised; the tool error rate is per call."""
     if not stats:
         return {}
     n = len(stats)
@@ -186,7 +187,9 @@ def episode_metrics(stats: list[dict[str, int]]) -> dict[str, float]:
     return {"turns_mean": sum(s["turns"] for s in stats) / n, "tool_calls_mean": calls / n,
             "tool_error_rate": sum(s["tool_errors"] for s in stats) / max(calls, 1),
             "malformed_calls_mean": sum(s["malformed_calls"] for s in stats) / n,
-            "episode_truncated_frac": sum(s["truncated"] for s in stats) / n}
+            "skipped_calls_mean": sum(s.get("skipped_calls", 0) for s in stats) / n,
+            "episode_truncated_frac": sum(s["truncated"] for s in stats) / n,
+            "env_error_frac": sum(s.get("env_errors", 0) > 0 for s in stats) / n}
 
 
 def score_samples(batch: RolloutBatch, row_tasks: list[Task], responses: list[str], params: SamplingParams,
