@@ -28,6 +28,8 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
         dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
         prompt_policy=run.prompt_policy, metric=getattr(cfg.algo, "dynamic_sampling_metric", "score"),
     )
+    run.reward_errors.observe(step, samples.tasks, samples.verdicts)
+    collected.update(run.reward_errors.metrics())
     baseline = None
     if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
         baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step, run.prompt_policy)

@@ -22,6 +22,7 @@ from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.determinism import set_up_numerics
+from rlvr.train.reward_errors import RewardErrorLog
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -106,7 +107,7 @@ class RunSetupError(UserError):
 
 # What a run writes into train.out; a directory holding any of these holds an earlier run.
 RUN_FILES = ("metrics.jsonl", "config.yaml", "manifest.json", "checkpoint-*", ".tmp-checkpoint-*", "eval", "report",
-             "tensorboard")
+             "reward_errors.log", "tensorboard")
 
 
 def prepare_run_dir(cfg: Config, resume: bool) -> None:
@@ -267,6 +268,7 @@ class TrainingRun:
             save_config(cfg, self.dir / "config.yaml")
             write_manifest(self.dir, cfg, resumed_from=checkpoint)
             self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
+        self.reward_errors = RewardErrorLog(self.dir if group.is_main else None, cfg.data.verifier)
         self.reward_runner = default_runner()
         self.reward_runner.reset_stats()
         # counters that continue across a resume: reward-runner failures so far, non-finite steps in a row
