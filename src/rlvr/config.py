@@ -141,6 +141,7 @@ class TrainConfig:
     loggers: list = field(default_factory=list)  # also log to: tensorboard, wandb, mlflow (or a registered logger)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
     max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
+    log_samples: int = 4  # rows of RUN_DIR/samples.jsonl per step: prompt, response, reward, verdict (0 = none)
     deterministic: bool = False  # one torch thread and kernels pinned to AVX2: the same numbers on any x86-64 CPU with AVX2 and FMA (docs/performance.md)
 
 
@@ -255,6 +256,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "train.max_bad_steps": (lambda v: v >= 1, ">= 1"),
     "train.eval_samples": (lambda v: v >= 1, ">= 1"),
     "train.threads": (lambda v: v >= 0, ">= 0 (0 = torch's default)"),
+    "train.log_samples": (lambda v: v >= 0, ">= 0 (0 = no samples.jsonl)"),
     "train.max_tokens_per_micro_batch": (lambda v: v >= 0, ">= 0 (0 = off)"),
     "cluster.backend": _one_of("local", "ray"),
     "cluster.learners": (lambda v: v >= 1, ">= 1"),

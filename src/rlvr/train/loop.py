@@ -54,6 +54,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             if group.is_main and run.evaluates_at(step):
                 row.update(run.evaluate(step))
             run.log.write(row)
+            run.samples_log.write_step(step, samples, exp.rewards.tolist())
             if on_step is not None and group.is_main:
                 on_step(row)
             bar.advance(f"reward {row['reward_mean']:.3f}")

@@ -182,3 +182,6 @@ class NullLog(MetricsLog):
 
     def write(self, row: dict[str, Any]) -> None:
         pass
+
+    def write_step(self, *args: Any) -> None:  # the samples log's (rlvr.train.samples)
+        pass

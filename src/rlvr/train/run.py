@@ -23,6 +23,7 @@ from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.determinism import set_up_numerics
 from rlvr.train.reward_errors import RewardErrorLog
+from rlvr.train.samples import SamplesLog
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
     set_rng_state,
@@ -107,7 +108,7 @@ class RunSetupError(UserError):
 
 # What a run writes into train.out; a directory holding any of these holds an earlier run.
 RUN_FILES = ("metrics.jsonl", "config.yaml", "manifest.json", "checkpoint-*", ".tmp-checkpoint-*", "eval", "report",
-             "reward_errors.log", "tensorboard")
+             "reward_errors.log", "samples.jsonl", "tensorboard")
 
 
 def prepare_run_dir(cfg: Config, resume: bool) -> None:
@@ -261,13 +262,14 @@ class TrainingRun:
             temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k,
         )
 
-        self.log = NullLog()
+        self.log = self.samples_log = NullLog()
         if group.is_main:
             self.dir.mkdir(parents=True, exist_ok=True)
             remove_partial_checkpoints(self.dir)  # what a kill during a save left behind
             save_config(cfg, self.dir / "config.yaml")
             write_manifest(self.dir, cfg, resumed_from=checkpoint)
             self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
+            self.samples_log = SamplesLog(self.dir, cfg.train.log_samples)
         self.reward_errors = RewardErrorLog(self.dir if group.is_main else None, cfg.data.verifier)
         self.reward_runner = default_runner()
         self.reward_runner.reset_stats()
@@ -279,6 +281,7 @@ class TrainingRun:
             self._restore(load_trainer_state(checkpoint))
         elif resume:
             self.log.truncate_after(0)
+            self.samples_log.truncate_after(0)
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.group.load_optimizer_state(self.model, self.optimizer, state["optimizer"])
@@ -295,6 +298,7 @@ class TrainingRun:
         self.loss_scale.load_state_dict(state.get("loss_scale", {}))
         self.first_step = state["step"] + 1
         self.log.truncate_after(state["step"])
+        self.samples_log.truncate_after(state["step"])
 
     def state(self) -> dict[str, Any]:
         return {"optimizer": self.group.optimizer_state(self.model, self.optimizer), "scheduler": self.scheduler.state_dict(),
@@ -389,3 +393,4 @@ class TrainingRun:
     def close(self) -> None:
         self.collector.close()
         self.log.close()
+        self.samples_log.close()
