@@ -32,7 +32,7 @@ from rlvr.tasks.arithmetic import split_of
 from rlvr.tasks.base import Task
 from rlvr.train.determinism import pin_numerics
 from rlvr.train.loop import seed_everything
-from rlvr.train.sft import sft
+from rlvr.train.sft import padded, sft
 
 # Assistant turns end with EOS, so each turn of an episode ends where the model stops.
 AGENT_TEMPLATE = (
@@ -130,15 +130,7 @@ def transcripts(tokenizer, tasks: list[Task], seed: int, tool_share: float) -> l
 
 def transcript_batch(pad_id: int):
     """A ``make_batch`` for rlvr.train.sft: right-padded (input ids, labels) transcripts with their attention mask."""
-    def make_batch(picks: list[tuple[list[int], list[int]]], device) -> dict[str, torch.Tensor]:
-        width = max(len(ids) for ids, _ in picks)
-        ids = torch.full((len(picks), width), pad_id)
-        labels = torch.full((len(picks), width), -100)
-        mask = torch.zeros((len(picks), width), dtype=torch.long)
-        for i, (x, y) in enumerate(picks):
-            ids[i, : len(x)], labels[i, : len(y)], mask[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
-        return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
-    return make_batch
+    return lambda picks, device: padded(picks, pad_id, device)
 
 
 def sft_transcripts(model, tokenizer, rows: list[tuple[list[int], list[int]]], *, steps: int, batch_size: int,

@@ -109,7 +109,7 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
 
     if prompt_field not in row:
         raise fail(prompt_field, f"missing ({_PROMPT_EXPECTED})")
-    prompt = _check_prompt(row[prompt_field], lambda problem: fail(prompt_field, problem))
+    prompt = check_prompt(row[prompt_field], lambda problem: fail(prompt_field, problem))
 
     if reference_field not in row:
         raise fail(reference_field, "missing (expected the answer the verifier checks against)")
@@ -157,7 +157,9 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     )
 
 
-def _check_prompt(value: Any, fail) -> Prompt:
+def check_prompt(value: Any, fail) -> Prompt:
+    """The prompt (a non-empty string, or chat messages with known roles and string contents) or ``fail(problem)``
+    raised."""
     if isinstance(value, str):
         if not value.strip():
             raise fail(f"empty string ({_PROMPT_EXPECTED})")

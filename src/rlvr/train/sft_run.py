@@ -4,7 +4,9 @@
 
 Each task's prompt (text, or chat messages rendered with the tokenizer's chat template) is followed by its
 target response, the row field ``data.completion_field``; the loss is the token-mean cross-entropy over the
-response tokens and the EOS only. Batches hold ``data.prompts_per_step`` rows drawn in seeded epoch order
+response tokens and the EOS only. Rows in TRL's conversational format (a ``messages`` field holding a whole
+conversation) train on their assistant turns only, as the chat template renders them (rlvr.train.sft.
+conversation_tokens; ``rollout.chat_template_kwargs`` reach the template). Batches hold ``data.prompts_per_step`` rows drawn in seeded epoch order
 (the data sampler), split into ``train.micro_batch_size`` rows per backward pass. The run directory holds
 config.yaml, manifest.json, metrics.jsonl (step, loss, tokens, lr, grad_norm, time_s) and checkpoint-STEP/
 folders that load with from_pretrained and resume exactly with ``--resume``.
@@ -22,6 +24,7 @@ from rlvr.config import Config, save_config
 from rlvr.models import load_model
 from rlvr.progress import progress_bar
 from rlvr.tasks import DataError, PromptSampler, Task, load_data
+from rlvr.tasks.conversations import is_conversational, load_conversations
 from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.determinism import set_up_numerics
 from rlvr.train.checkpoint import (
@@ -32,7 +35,7 @@ from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_grad
 from rlvr.train.manifest import write_manifest
 from rlvr.train.metrics import MetricsLog
 from rlvr.train.run import TrainingDiverged, diverged_message, lr_factor, make_optimizer, seed_everything
-from rlvr.train.sft import sft_batch
+from rlvr.train.sft import conversation_batch, sft_batch
 from rlvr.errors import UserError
 
 
@@ -65,8 +68,9 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
     return_large_blocks_to_the_system()
     seed_everything(cfg.train.seed)
-    tasks = load_data(cfg.data, "train")
-    completions = {task.id: completion_of(task, cfg.data.completion_field) for task in tasks}
+    conversational = is_conversational(cfg.data.train)  # rows of whole conversations (TRL's "messages" format)
+    tasks = load_conversations(cfg.data.train) if conversational else load_data(cfg.data, "train")
+    completions = {} if conversational else {task.id: completion_of(task, cfg.data.completion_field) for task in tasks}
     checkpoint = latest_checkpoint(run_dir) if resume else None
     model, tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
     model.train()
@@ -97,12 +101,19 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
         log.truncate_after(0)
 
     micro = cfg.train.micro_batch_size or cfg.data.prompts_per_step
+    template_kwargs = dict(getattr(cfg.rollout, "chat_template_kwargs", None) or {})
+
+    def encode(rows: list[Task]) -> dict[str, torch.Tensor]:
+        """One micro-batch: a conversation's assistant turns, or a prompt's completion, carry the loss."""
+        if conversational:
+            return conversation_batch(tokenizer, [t.prompt for t in rows], device, **template_kwargs)
+        return sft_batch(tokenizer, [(t.prompt, completions[t.id]) for t in rows], device)
+
     with progress_bar(cfg.train.steps, "sft", enabled=cfg.train.progress, completed=first - 1) as bar:
         for step in range(first, cfg.train.steps + 1):
             started = time.perf_counter()
             batch = sampler.next(cfg.data.prompts_per_step)
-            pairs = [(task.prompt, completions[task.id]) for task in batch]
-            encoded = [sft_batch(tokenizer, pairs[i : i + micro], device) for i in range(0, len(pairs), micro)]
+            encoded = [encode(batch[i : i + micro]) for i in range(0, len(batch), micro)]
             total = sum(int((b["labels"][:, 1:] != -100).sum()) for b in encoded)
 
             def run_backward(scale: float) -> float:
