@@ -84,7 +84,7 @@ class HFEngine:
         n = ids.shape[0]
         eos = self.eos_ids.to(device)
         positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        if self.fast and LlamaDecoder.supports(model):
+        if self.fast and LlamaDecoder.supports(model, reach=ids.shape[1] + params.max_new_tokens):
             # the n samples of a prompt share its prefix: run each distinct prompt once, then copy its cache
             first: dict[tuple[int, ...], int] = {}
             expand = torch.tensor([first.setdefault(tuple(p), len(first)) for p in prompts], device=device)

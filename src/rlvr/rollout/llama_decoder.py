@@ -1,14 +1,16 @@
-"""A lean inference-only forward for Llama-family models, used by the hf engine to sample.
+"""A lean inference-only forward for Llama-family models (Llama, Qwen2, Qwen3, Mistral), used by the hf engine to sample.
 
 Sampling calls the model once per generated token; for small and medium models on a CPU the Hugging Face
 module stack (mask construction, cache objects, dozens of module calls per layer) costs more than the
 arithmetic. This forward reads the same weights (q/k/v and gate/up projections fused into one matrix each,
 built once per generate call; on a CPU, pre-packed for oneDNN), keeps keys and values in preallocated
 tensors, and runs a handful of tensor ops per layer. It computes the same function as ``LlamaForCausalLM`` (RMSNorm, rotary embeddings with the
-model's own inverse frequencies and scaling, grouped-query attention, SwiGLU MLP); tests compare its logits
-with the model's (they agree to float32 rounding, about 1e-6). Models outside that family, or with features this file does not implement (attention or
-MLP biases, rope scaling types other than the default, sliding windows), and models above 500M parameters
-(the fused weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
+model's own inverse frequencies and scaling, grouped-query attention, SwiGLU MLP), plus what the other registered
+families add (rollout/decoder_families.py: Qwen2's q/k/v biases, Qwen3's per-head q/k norms, sliding windows that
+cover the whole call); tests compare its logits with each model's (they agree to float32 rounding, about 1e-6).
+Models outside those families, or with features this file does not implement (MLP biases, rope scaling types other
+than the default, a sliding window shorter than the call reaches), and models above 500M parameters (the fused
+weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
 
 A model with LoRA adapters (PEFT) is sampled with its CURRENT adapters, read when the decoder is built (each generate
 call), so sampling after an update uses the update. An adapted projection computes W0 x + (alpha / r) B (A x) (Hu et
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from rlvr.rollout.decoder_families import family_of, refusal
 
 
 class _Packed:
@@ -55,7 +59,9 @@ class _Split:
         return torch.cat([_linear(x, p) for p in self.parts], dim=-1)
 
 
-def _linear(x: torch.Tensor, weight) -> torch.Tensor:
+def _linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    if bias is not None:
+        return _linear(x, weight) + bias
     if isinstance(weight, _Packed):
         return torch.ops.mkldnn._linear_pointwise(x, weight.packed, None, "none", [], "")
     if isinstance(weight, (_LowRank, _Split)):
@@ -100,6 +106,15 @@ def _fused(modules: list, copies: bool):
     return torch.cat([_weight(m) for m in modules])
 
 
+def _fused_bias(modules: list) -> torch.Tensor | None:
+    """The biases of projections fused into one matrix, concatenated (zeros for one without), or None if none has one."""
+    biases = [getattr(getattr(m, "base_layer", m), "bias", None) for m in modules]
+    if all(b is None for b in biases):
+        return None
+    return torch.cat([b if b is not None else _weight(m).new_zeros(_weight(m).shape[0])
+                      for b, m in zip(biases, modules)])
+
+
 def _weight(module) -> torch.Tensor:
     """The weight a (possibly LoRA-adapted) linear or embedding layer computes with: its base weight plus the
     delta of each active adapter, unless the adapters are disabled or already merged into the base weight."""
@@ -119,6 +134,7 @@ class LlamaDecoder:
         model = _unwrap(model)
         cfg = model.config
         inner = model.model
+        self.qk_norm = family_of(cfg).qk_norm
         self.eps = cfg.rms_norm_eps
         self.heads = cfg.num_attention_heads
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
@@ -130,16 +146,24 @@ class LlamaDecoder:
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
         # a model with live adapters is sampled from its own tensors; others through fused, packed copies
         copies = not any(_live_adapter(m) for m in inner.modules())
-        self.layers = []
+        self.layers, self.attention_extras = [], []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
+            qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
             self.layers.append((
                 layer.input_layernorm.weight,
-                _fused([attn.q_proj, attn.k_proj, attn.v_proj], copies),
+                _fused(qkv, copies),
                 _projection(attn.o_proj),
                 layer.post_attention_layernorm.weight,
                 _fused([mlp.gate_proj, mlp.up_proj], copies),
                 _projection(mlp.down_proj),
+            ))
+            # what a family adds to Llama's attention (None where it adds nothing): biases, per-head q/k norms
+            self.attention_extras.append((
+                _fused_bias(qkv),
+                _fused_bias([attn.o_proj]),
+                attn.q_norm.weight if self.qk_norm else None,
+                attn.k_norm.weight if self.qk_norm else None,
             ))
         dtype, device = self.embed.dtype, self.embed.device
         if copies and device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
@@ -157,24 +181,25 @@ class LlamaDecoder:
     MAX_PARAMS = 500_000_000  # the fused (and packed) weights are a copy made per generate call
 
     @staticmethod
-    def supports(model) -> bool:
+    def supports(model, reach: int | None = None) -> bool:
+        """Whether this decoder computes ``model``'s function for calls of at most ``reach`` positions (padded
+        prompt + new tokens; None: unknown, which refuses models with a sliding window)."""
+        return LlamaDecoder.refusal(model, reach) is None
+
+    @staticmethod
+    def refusal(model, reach: int | None = None) -> str | None:
+        """Why ``model`` samples through its own forward rather than this decoder (None when it need not)."""
+        if not isinstance(model, torch.nn.Module) or not hasattr(_unwrap(model), "config"):
+            return "not a transformers model"
         if sum(p.numel() for p in model.parameters()) > LlamaDecoder.MAX_PARAMS:
-            return False
+            return f"more than {LlamaDecoder.MAX_PARAMS} parameters"
         model = _unwrap(model)
         if not all(_plain_lora(m) for m in model.modules() if hasattr(m, "base_layer")):
-            return False
-        cfg = getattr(model, "config", None)
-        if cfg is None or getattr(cfg, "model_type", None) != "llama":
-            return False
-        rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
-        return (
-            not getattr(cfg, "attention_bias", False)
-            and not getattr(cfg, "mlp_bias", False)
-            and getattr(cfg, "hidden_act", "silu") == "silu"
-            and rope.get("rope_type", "default") == "default"
-            and getattr(cfg, "pretraining_tp", 1) == 1
-            and hasattr(model, "model") and hasattr(model.model, "rotary_emb")
-        )
+            return "adapters other than plain LoRA"
+        reason = refusal(model.config, reach)
+        if reason is None and not (hasattr(model, "model") and hasattr(model.model, "rotary_emb")):
+            reason = "no model.rotary_emb"
+        return reason
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32:  # one fused op; the same formula as LlamaRMSNorm
@@ -221,11 +246,15 @@ class LlamaDecoder:
         x = F.embedding(tokens, self.embed)
         cos, sin = self._rotary(positions, x.dtype)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for i, (ln1, w_qkv, w_o, ln2, w_gate_up, w_down) in enumerate(self.layers):
+        for i, ((ln1, w_qkv, w_o, ln2, w_gate_up, w_down), (b_qkv, b_o, q_norm, k_norm)) in enumerate(
+                zip(self.layers, self.attention_extras)):
             h = self._norm(x, ln1)
-            q, k, v = _linear(h, w_qkv).split([q_size, kv_size, kv_size], dim=-1)
-            q = q.view(b, s, self.heads, self.head_dim).transpose(1, 2)
-            k = k.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+            q, k, v = _linear(h, w_qkv, b_qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = q.view(b, s, self.heads, self.head_dim)
+            k = k.view(b, s, self.kv_heads, self.head_dim)
+            if q_norm is not None:  # Qwen3: each head's query and key normalised before the rotary embedding
+                q, k = self._norm(q, q_norm), self._norm(k, k_norm)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
             v = v.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             self.keys[i][:, :, start:end] = k
@@ -234,8 +263,39 @@ class LlamaDecoder:
                 q, self.keys[i][:, :, :end], self.values[i][:, :, :end], attn_mask=mask,
                 enable_gqa=self.kv_heads != self.heads,
             )
-            x = x + _linear(attn.transpose(1, 2).reshape(b, s, q_size), w_o)
+            x = x + _linear(attn.transpose(1, 2).reshape(b, s, q_size), w_o, b_o)
             gate, up = _linear(self._norm(x, ln2), w_gate_up).chunk(2, dim=-1)
             x = x + _linear(F.silu(gate) * up, w_down)
         self.length = end
         return F.linear(self._norm(x[:, -1, :], self.final_norm), self.lm_head)
+
+
+def planned_sampler(cfg) -> str:
+    """``lean`` when a training run with this config samples every call through this decoder, ``model`` when any
+    call goes through the model's own forward (another engine, ``rollout.engine_options.fast: false``, an
+    unsupported family or feature, a sliding window shorter than the model's context, over MAX_PARAMS). Read from
+    the model folder's config alone (the weights are not loaded; the parameters are counted on the meta device)."""
+    rollout = cfg.rollout
+    if rollout.engine != "hf" or not dict(rollout.engine_options).get("fast", True) or not cfg.model.path:
+        return "model"
+    if (cfg.model.lora or {}).get("use_dora"):
+        return "model"
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rlvr.models.lora import adapter_base_path, is_adapter_folder
+
+    folder = Path(cfg.model.path)
+    try:
+        if is_adapter_folder(folder) and not (folder / "config.json").is_file():
+            folder = Path(adapter_base_path(folder))
+        config = AutoConfig.from_pretrained(folder)
+        # every call stays within the model's context (the engine checks it), so that is the longest reach
+        if refusal(config, getattr(config, "max_position_embeddings", None)) is not None:
+            return "model"
+        with torch.device("meta"):
+            params = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+    except (OSError, ValueError, KeyError, TypeError):
+        return "model"
+    return "lean" if params <= LlamaDecoder.MAX_PARAMS else "model"

@@ -1,8 +1,10 @@
 """manifest.json in every run directory: what produced the run, so that it can be reproduced and audited.
 
 Holds the rlvr version and git commit (when rlvr runs from a git checkout), Python/torch/transformers
-versions, the platform, the seed, the resolved config, and a SHA-256 of each data file (a generator spec
-such as ``arithmetic:train`` is recorded as is). A resumed run appends to ``starts``.
+versions, the platform, the seed, the resolved config, a SHA-256 of each data file (a generator spec
+such as ``arithmetic:train`` is recorded as is), and ``sampler``: ``lean`` when the hf engine samples every call
+through the lean decoder (rollout/llama_decoder.py), ``model`` when calls go through the model's own forward or
+another engine. A resumed run appends to ``starts``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import rlvr
+from rlvr.rollout.llama_decoder import planned_sampler
 
 MANIFEST = "manifest.json"
 
@@ -76,6 +79,7 @@ def build_manifest(cfg) -> dict[str, Any]:
         "seed": cfg.train.seed,
         "model": cfg.model.path,
         "data": data_files(cfg),
+        "sampler": planned_sampler(cfg),
         "config": dataclasses.asdict(cfg),
     }
 
