@@ -79,6 +79,27 @@ def _origin(file: str | None) -> Path | None:
     return Path(file).resolve() if file else None
 
 
+def import_user_module(name: str) -> ModuleType:
+    """Import a module a config names (a tool's ``module:function``, an environment's ``load``): from sys.path, else
+    from the working directory, which the ``rlvr`` console script (unlike ``python``) does not put on sys.path. The
+    directory is then added to sys.path as an absolute path, so reward and tool workers, which start with the
+    caller's sys.path, resolve the module the same way. A module that cannot be imported is a PluginError that
+    says so, with what went wrong."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        here = Path.cwd()
+        top = name.split(".")[0]
+        if exc.name != top or not ((here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()):
+            raise PluginError(f"cannot import {name!r}: {exc} (is it installed, or in the working directory {here}?)") \
+                from None
+        sys.path.insert(0, str(here))
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
+    except Exception as exc:  # the module's own failure
+        raise PluginError(f"cannot import {name!r}: it raised {type(exc).__name__}: {exc}") from None
+
+
 def load_plugins(specs, base_dir: str | Path | None = None) -> list[ModuleType]:
     if isinstance(specs, str):
         specs = [specs]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import json
 import queue
 import threading
@@ -36,6 +35,7 @@ from rlvr.envs.base import Environment, Limits, Message, Step
 from rlvr.envs.registry import register_env
 from rlvr.envs.tools import Tool
 from rlvr.tasks.base import Prompt, Task
+from rlvr.plugins import PluginError, import_user_module
 
 
 def openai_tools(schemas: list[dict[str, Any]], functions: dict[str, Callable[..., Any]], *,
@@ -58,8 +58,8 @@ DEFAULT_MAX_TURNS = 10
 @functools.lru_cache(maxsize=8)
 def _load(module: str, kwargs_json: str) -> Any:
     try:
-        loader = importlib.import_module(module).load_environment
-    except (ImportError, AttributeError) as exc:
+        loader = import_user_module(module).load_environment
+    except (PluginError, AttributeError) as exc:
         raise ValueError(f"env option load: cannot import load_environment from {module!r} ({exc})") from None
     return loader(**json.loads(kwargs_json))
 

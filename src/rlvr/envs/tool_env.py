@@ -16,7 +16,6 @@ Tools with per-episode state (the python tool) are built fresh at every ``reset`
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Sequence
 from typing import Any, Callable
@@ -27,6 +26,7 @@ from rlvr.envs.parsers import format_names, parse_calls
 from rlvr.envs.registry import register_env
 from rlvr.envs.tools import Tool, clean_text, function_tool
 from rlvr.tasks.base import Prompt, Task
+from rlvr.plugins import PluginError, import_user_module
 
 _TOOLS = Registry("tool")
 tool_names = _TOOLS.names
@@ -54,8 +54,8 @@ def resolve_tool(spec: str | dict[str, Any] | Tool) -> Tool:
     if ":" in spec:
         module, _, attr = spec.partition(":")
         try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
+            fn = getattr(import_user_module(module), attr)
+        except (PluginError, AttributeError) as exc:
             raise ValueError(f"tool {spec!r}: cannot import {attr} from {module} ({exc})") from None
         return fn if isinstance(fn, Tool) else function_tool(fn)
     return _TOOLS.get(spec)()

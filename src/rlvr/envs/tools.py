@@ -30,6 +30,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -109,7 +111,10 @@ class Tool:
     def _run_supervised(self, args: dict[str, Any], timeout: float) -> ToolResult:
         from rlvr.verifiers.runner import CallableRequest, score_batch
 
-        target = {"module": self.fn.__module__, "qualname": self.fn.__qualname__, "options": self.options}
+        module = sys.modules.get(self.fn.__module__)
+        folder = os.path.dirname(os.path.abspath(module.__file__)) if getattr(module, "__file__", None) else None
+        target = {"module": self.fn.__module__, "qualname": self.fn.__qualname__, "options": self.options,
+                  "folder": folder}  # where the caller found the module: a worker looks there too
         verdict = score_batch([CallableRequest(call_tool, json.dumps(args), target, {"timeout_s": timeout},
                                                cache=False)])[0]
         if verdict.status is Status.TIMEOUT:
@@ -139,7 +144,13 @@ def clean_text(text: str) -> str:
 def call_tool(response: str, reference: dict[str, Any], **_: Any) -> Verdict:
     """Runs in a supervised worker: import the tool's function, call it with the JSON arguments, and return its
     text (or the exception it raised) in a Verdict, the runner's result type."""
-    fn: Any = importlib.import_module(reference["module"])
+    folder = reference.get("folder")
+    if folder and folder not in sys.path:
+        sys.path.append(folder)
+    try:
+        fn: Any = importlib.import_module(reference["module"])
+    except ImportError as exc:
+        return Verdict(0.0, Status.ERROR, "tool_raised", extracted=f"cannot import {reference['module']!r}: {exc}")
     for part in reference["qualname"].split("."):
         fn = getattr(fn, part)
     try:

@@ -230,7 +230,9 @@ class Pool:
         os.set_blocking(result_r, False)
         w = _Worker(proc, request_w, result_r, self.max_result_bytes + _ENVELOPE_BYTES,
                     time.monotonic() + STARTUP_TIMEOUT_S)
-        init = {"sys_path": [p for p in sys.path if p], "memory_mb": self.memory_mb, "parent_pid": os.getpid(),
+        # "" on sys.path (a notebook, `python -c`) means the caller's working directory: the worker gets it as an
+        # absolute path, so it imports the caller's own modules as the caller does
+        init = {"sys_path": [p or os.getcwd() for p in sys.path], "memory_mb": self.memory_mb, "parent_pid": os.getpid(),
                 "max_result_bytes": self.max_result_bytes}
         w.outbuf += decode.frame(pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL))
         self.workers.append(w)
