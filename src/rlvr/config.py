@@ -72,6 +72,7 @@ class RolloutConfig:
     max_prompt_tokens: int | None = None  # longest prompt in tokens (None = no limit)
     prompt_overflow: str = "error"  # a longer prompt: "error" (naming the task) or "truncate_left" (keep its end)
     stop: list = field(default_factory=list)  # stop strings: a response ends after the first one it contains
+    chat_template_kwargs: dict = field(default_factory=dict)  # passed to every apply_chat_template call, e.g. {enable_thinking: false}
 
 
 @dataclass

@@ -10,12 +10,17 @@ The masking rule: a row's response is the concatenation of the model's turns and
 them (tool results, and the chat template's turn markers up to the next generation prompt). All of it is attended
 to (``response_mask`` = 1); only the tokens the model sampled, each turn's closing EOS included, carry the loss
 (``loss_mask`` = 1). The model's tokens are kept exactly as sampled (never re-tokenized); the environment's are
-the chat template's rendering of the new messages, cut where the rendering of the conversation so far ends.
+the chat template's rendering of the new messages, from the end of the assistant's text to the next generation
+prompt.
 
 Limits: ``params.max_new_tokens`` is the episode's budget of response tokens (model and environment); an
 environment's ``limits`` bound its turns and each turn's tokens. A turn that runs out of tokens (mid-call included)
 ends the episode as truncated, without running what it started. A turn ends at the model's EOS (``rollout.stop``
 strings apply to single-turn tasks only); ``rollout.max_prompt_tokens`` applies to the first prompt.
+
+Templates that re-render earlier turns once later messages follow (Qwen3's drops the empty ``<think>`` block of an
+earlier assistant turn) are fine: the row is what was sent and sampled, never a re-rendering of the conversation
+(observation_text). ``rollout.chat_template_kwargs`` (``PromptPolicy.chat_template_kwargs``) reach every rendering.
 
 Model output never ends a run: an environment's ``step`` is meant to turn any text into an observation (the
 ``tools`` environment does), and where one raises anyway the episode ends there with the turn's text as its answer,
@@ -26,11 +31,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
-from rlvr.envs import Environment, Message, make_env
+from rlvr.envs import SINGLE_TURN, Environment, Message, make_env
 from rlvr.models import encode_prompt
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
@@ -43,38 +48,109 @@ _LOGGED: set[str] = set()
 
 
 class TemplateError(UserError):
-    """The chat template cannot be extended turn by turn (a later rendering does not start with an earlier one)."""
+    """The chat template cannot carry an episode: it has none, it raises, or it does not render the assistant's
+    text or the environment's messages as given."""
 
 
-def render(tokenizer, messages: list[Message], tools: list[dict] | None, generation: bool) -> str:
+def render(tokenizer, messages: list[Message], tools: list[dict] | None, generation: bool,
+           template_kwargs: Mapping[str, Any] | None = None) -> str:
+    """``apply_chat_template`` to text, with ``rollout.chat_template_kwargs`` (e.g. ``enable_thinking``)."""
     if getattr(tokenizer, "chat_template", None) is None:
         raise TemplateError("multi-turn episodes need a tokenizer with a chat_template")
-    return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                         add_generation_prompt=generation)
+    try:
+        return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                             add_generation_prompt=generation, **dict(template_kwargs or {}))
+    except TemplateError:
+        raise
+    except Exception as exc:  # jinja2's raise_exception and undefined names: say which conversation it refused
+        roles = ", ".join(str(m.get("role")) for m in messages)
+        raise TemplateError(f"the chat template raised on a conversation with roles [{roles}]: "
+                            f"{type(exc).__name__}: {exc}; {_FIX}") from exc
 
 
-def encode_messages(tokenizer, prompt, tools: list[dict] | None) -> list[int]:
+_FIX = ("use a model whose chat template renders every role the environment sends (set the tokenizer's "
+        "chat_template, e.g. chat_template.jinja in the model folder)")
+
+
+def encode_messages(tokenizer, prompt, tools: list[dict] | None,
+                    template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The first prompt of an episode: plain text as is; chat messages rendered with the tools."""
     if isinstance(prompt, str) or not tools:
-        return encode_prompt(tokenizer, prompt)
-    return list(tokenizer(render(tokenizer, prompt, tools, True), add_special_tokens=False)["input_ids"])
+        return encode_prompt(tokenizer, prompt, template_kwargs)
+    return list(tokenizer(render(tokenizer, prompt, tools, True, template_kwargs),
+                          add_special_tokens=False)["input_ids"])
+
+
+def observation_text(tokenizer, history: list[Message], observations: list[Message], tools: list[dict] | None,
+                     template_kwargs: Mapping[str, Any] | None = None) -> str:
+    """What the template puts after the last assistant message's content: its end of turn, the observation
+    messages and the next generation prompt. ``history`` ends with the assistant message.
+
+    The conversation is rendered with the assistant's content replaced by a marker and the text after the marker is
+    kept, so nothing before it has to render the same way twice: templates that re-render earlier turns once later
+    messages follow (Qwen3 drops or adds ``<think>`` blocks of earlier assistant turns) give the same observation
+    text as templates that only append. The episode's tokens are what was actually sent and sampled."""
+    marked = history[:-1] + [{**history[-1], "content": SENTINEL}]
+    text = render(tokenizer, marked + list(observations), tools, True, template_kwargs)
+    if text.count(SENTINEL) != 1:
+        probe = render(tokenizer, history[:-1] + [{**history[-1], "content": "PROBE-TEXT"}], tools, False,
+                       template_kwargs)
+        raise TemplateError("the chat template does not render the assistant's text as given, so the model's tokens "
+                            "cannot be followed by the environment's: an assistant message with content "
+                            f"'PROBE-TEXT' renders as ...{probe[-300:]!r}; {_FIX}")
+    tail = text[text.index(SENTINEL) + len(SENTINEL):]
+    dropped = [m for m in observations if str(m.get("content", "")).strip() not in tail]
+    if dropped:
+        raise TemplateError(f"the chat template drops the environment's {dropped[0].get('role')!r} message "
+                            f"{str(dropped[0].get('content'))[:80]!r}: after the assistant's text it renders only "
+                            f"{tail[:300]!r}; {_FIX}")
+    return tail
 
 
 def observation_ids(tokenizer, history: list[Message], observations: list[Message], tools: list[dict] | None,
-                    stop_text: str) -> list[int]:
-    """The environment's tokens after an assistant turn: what the template puts after the assistant's content
-    (less the stop token the model already sampled), the observation messages, and the next generation prompt.
-    ``history`` ends with the assistant message."""
-    before = render(tokenizer, history, tools, False)
-    after = render(tokenizer, history + observations, tools, True)
-    if not after.startswith(before):
-        raise TemplateError("the chat template renders earlier turns differently once later messages follow, so "
-                            "the model's tokens cannot be kept as sampled; use a template that only appends")
-    marked = render(tokenizer, history[:-1] + [{**history[-1], "content": SENTINEL}], tools, False)
-    tail = marked[marked.rindex(SENTINEL) + len(SENTINEL):] if SENTINEL in marked else ""
+                    stop_text: str, template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+    """The environment's tokens after an assistant turn (observation_text), less the stop token the model already
+    sampled. ``history`` ends with the assistant message."""
+    tail = observation_text(tokenizer, history, observations, tools, template_kwargs)
     if stop_text and tail.startswith(stop_text):
         tail = tail[len(stop_text):]
-    return list(tokenizer(tail + after[len(before):], add_special_tokens=False)["input_ids"])
+    return list(tokenizer(tail, add_special_tokens=False)["input_ids"])
+
+
+def check_template(tokenizer, tasks: list[Task], template_kwargs: Mapping[str, Any] | None = None) -> None:
+    """Fail before any model loads when the tokenizer's chat template cannot carry these tasks: the first chat
+    prompt renders with ``template_kwargs``, and for the first task with a multi-turn environment a probe turn
+    (an assistant message, then a tool or user message) renders the way episodes need (observation_text)."""
+    chat = next((t for t in tasks if not isinstance(t.prompt, str) and t.env in (None, SINGLE_TURN)), None)
+    if chat is not None:
+        try:
+            encode_prompt(tokenizer, chat.prompt, template_kwargs)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a template that raises: say so before work
+            raise TemplateError(f"task {chat.id}: the chat template raised on its prompt: {type(exc).__name__}: "
+                                f"{exc}") from exc
+    task = next((t for t in tasks if t.env not in (None, SINGLE_TURN)), None)
+    if task is None:
+        return
+    env = make_env(task.env, **task.env_options)
+    try:
+        prompt = env.reset(task)
+        tools = list(env.tools) or None
+        if isinstance(prompt, str):
+            return
+        history = [dict(m) for m in prompt] + [{"role": "assistant", "content": "probe answer"}]
+        role = "tool" if tools else "user"
+        try:
+            encode_messages(tokenizer, prompt, tools, template_kwargs)
+            observation_text(tokenizer, history, [{"role": role, "content": "probe result"}], tools, template_kwargs)
+        except TemplateError as exc:
+            raise TemplateError(f"task {task.id} (env {task.env!r}): {exc}") from None
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a probe's close must not hide the check's verdict
+            pass
 
 
 @dataclass
@@ -139,20 +215,22 @@ class EpisodeRun:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def start_episode(task: Task, tokenizer) -> Episode:
+def start_episode(task: Task, tokenizer, template_kwargs: Mapping[str, Any] | None = None) -> Episode:
     env = make_env(task.env, **task.env_options)
     prompt = env.reset(task)
     tools = list(env.tools) or None
     messages = [] if isinstance(prompt, str) else [dict(m) for m in prompt]
-    return Episode(task, env, prompt, encode_messages(tokenizer, prompt, tools), tools, messages)
+    return Episode(task, env, prompt, encode_messages(tokenizer, prompt, tools, template_kwargs), tools, messages)
 
 
 def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: SamplingParams, policy=None) -> EpisodeRun:
     """``params.n`` episodes per task (rows i*n .. i*n+n-1 answer tasks[i]), run turn by turn (module docstring)."""
     from rlvr.rollout.episodes import PromptPolicy, fit_prompts
 
-    episodes = [start_episode(task, tokenizer) for task in tasks for _ in range(params.n)]
-    fitted, cut = fit_prompts([e.prompt_ids for e in episodes], [e.task for e in episodes], policy or PromptPolicy())
+    policy = policy or PromptPolicy()
+    kwargs = policy.chat_template_kwargs
+    episodes = [start_episode(task, tokenizer, kwargs) for task in tasks for _ in range(params.n)]
+    fitted, cut = fit_prompts([e.prompt_ids for e in episodes], [e.task for e in episodes], policy)
     for e, ids in zip(episodes, fitted):
         e.prompt_ids = ids
     budget = params.max_new_tokens
@@ -205,7 +283,7 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
                                     "prompt is plain text; multi-turn environments must start with chat messages")
             ep.messages.append({"role": "assistant", "content": text})
             env_ids = observation_ids(tokenizer, ep.messages, step.observations, ep.tools,
-                                      tokenizer.decode(ids[-1:], skip_special_tokens=False) if ids else "")
+                                      tokenizer.decode(ids[-1:], skip_special_tokens=False) if ids else "", kwargs)
             ep.messages += step.observations
             if len(ep.ids) + len(env_ids) >= budget:  # no room for the observation and a next turn
                 ep.finish(text, truncated=True)

@@ -35,11 +35,14 @@ class PromptPolicy:
     """What happens to prompts and responses around the engine: prompts longer than ``max_tokens`` raise an error
     naming the task (``overflow="error"``) or keep their last ``max_tokens`` tokens (``"truncate_left"``); a
     response is cut after the first of the ``stop`` strings it contains (the text given to the verifier ends
-    before it; the tokens that spelled it stay in the response)."""
+    before it; the tokens that spelled it stay in the response). ``chat_template_kwargs``
+    (``rollout.chat_template_kwargs``, e.g. ``{"enable_thinking": False}``) reach every chat-template rendering of
+    prompts and episodes."""
 
     max_tokens: int | None = None
     overflow: str = "error"
     stop: tuple[str, ...] = ()
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 class PromptTooLong(ValueError):
@@ -154,7 +157,8 @@ def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], para
     policy = prompts or PromptPolicy()
     if any(t.env not in (None, SINGLE_TURN) for t in tasks):
         return score_episodes(run_episodes(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
-    encoded, truncated = fit_prompts([encode_prompt(tokenizer, t.prompt) for t in tasks], tasks, policy)
+    kwargs = policy.chat_template_kwargs
+    encoded, truncated = fit_prompts([encode_prompt(tokenizer, t.prompt, kwargs) for t in tasks], tasks, policy)
     with torch.no_grad():  # not inference_mode: the batch's tensors are trained on and edited afterwards
         batch = engine.generate(encoded, params)
     responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
