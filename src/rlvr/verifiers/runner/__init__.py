@@ -50,10 +50,12 @@ User reward functions: ``fn(response, reference, **options) -> float | Verdict``
 
 Keyword arguments the runner passes only to functions whose signature accepts them (names the parameter or takes
 ``**kwargs``): ``timeout_s`` (from the options), and ``prompt`` and ``meta``, the request's fields, when they are
-not None (judges and rewards that depend on the task's state need them). A request giving ``prompt`` or ``meta``
+not None (judges and rewards that depend on the task's state need them); ``truncated`` (the response hit the
+length limit) only to a function whose signature names it. A request giving ``prompt``, ``meta`` or ``truncated``
 both as a field and in its options is a caller error (ValueError).
 
-Cache: an LRU of verdicts keyed by (verifier, response, canonical JSON of reference, options, prompt and meta).
+Cache: an LRU of verdicts keyed by (verifier, response, canonical JSON of reference, options, prompt, meta and
+truncated).
 Only verdicts of pooled calls are cached (inline verifiers cost less than a lookup); only deterministic statuses
 (correct, incorrect, partial, undecidable), never timeout or error; only when reference, options, prompt and meta
 are plain JSON values (str/int/float/bool/None, lists, dicts with str keys). Registered verifiers are keyed by
