@@ -40,7 +40,8 @@ from rlvr.verifiers import default_runner, set_default_runner
 from rlvr.verifiers.runner.api import RewardRunner
 from rlvr.errors import UserError
 
-ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+# PYTHONUNBUFFERED: an actor's output reaches the driver (log_to_driver) as it is written, not when the run ends
+ACTOR_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 MAX_REPLACEMENTS = 3  # a share of a step is redone at most this many times before the step fails
 CLOSE_TIMEOUT_S = 30  # how long workers get to clean up before they are killed
 
