@@ -149,6 +149,17 @@ def test_an_unusable_template_is_refused_with_what_it_rendered(template, shown, 
     assert shown in message and "agent-task" in message and "chat_template" in message
 
 
+def test_a_template_that_escapes_tool_text_runs_episodes():
+    """Llama 3.1's template writes tool results through tojson: quotes and newlines come out escaped, which is the
+    template's rendering and no reason to stop a run."""
+    tok = qwen_style_tokenizer()
+    tok.chat_template = tok.chat_template.replace("m['content'] + '\\n</tool_response>", "(m['content'] | tojson) + "
+                                                  "'\\n</tool_response>")
+    history = [{"role": "user", "content": "2*3"}, {"role": "assistant", "content": "x"}]
+    tail = observation_ids(tok, history, [{"role": "tool", "content": 'error: "2*" \nis not valid'}], None, "")
+    assert tok.decode(tail).startswith('<|im_end|>\n<|im_start|>user\n<tool_response>\n"error: \\"2*\\" \\nis')
+
+
 @pytest.mark.parametrize("make", [qwen3_style_tokenizer, qwen_style_tokenizer])
 def test_usable_templates_pass_the_check(make):
     check_template(make(), [product_task(2, 3)], NO_THINK)

@@ -92,19 +92,17 @@ def observation_text(tokenizer, history: list[Message], observations: list[Messa
     text as templates that only append. The episode's tokens are what was actually sent and sampled."""
     marked = history[:-1] + [{**history[-1], "content": SENTINEL}]
     text = render(tokenizer, marked + list(observations), tools, True, template_kwargs)
-    if text.count(SENTINEL) != 1:
+    earlier = sum(str(m.get("content", "")).count(SENTINEL) for m in history[:-1])  # text a model wrote, in theory
+    if text.count(SENTINEL) <= earlier:
         probe = render(tokenizer, history[:-1] + [{**history[-1], "content": "PROBE-TEXT"}], tools, False,
                        template_kwargs)
         raise TemplateError("the chat template does not render the assistant's text as given, so the model's tokens "
                             "cannot be followed by the environment's: an assistant message with content "
                             f"'PROBE-TEXT' renders as ...{probe[-300:]!r}; {_FIX}")
-    tail = text[text.index(SENTINEL) + len(SENTINEL):]
-    dropped = [m for m in observations if str(m.get("content", "")).strip() not in tail]
-    if dropped:
-        raise TemplateError(f"the chat template drops the environment's {dropped[0].get('role')!r} message "
-                            f"{str(dropped[0].get('content'))[:80]!r}: after the assistant's text it renders only "
-                            f"{tail[:300]!r}; {_FIX}")
-    return tail
+    at = -1
+    for _ in range(earlier + 1):
+        at = text.index(SENTINEL, at + 1)
+    return text[at + len(SENTINEL):]
 
 
 def observation_ids(tokenizer, history: list[Message], observations: list[Message], tools: list[dict] | None,
@@ -143,7 +141,11 @@ def check_template(tokenizer, tasks: list[Task], template_kwargs: Mapping[str, A
         role = "tool" if tools else "user"
         try:
             encode_messages(tokenizer, prompt, tools, template_kwargs)
-            observation_text(tokenizer, history, [{"role": role, "content": "probe result"}], tools, template_kwargs)
+            tail = observation_text(tokenizer, history, [{"role": role, "content": "probe result"}], tools,
+                                    template_kwargs)
+            if "probe result" not in tail:  # probed here only: a real tool's text may be escaped by a template
+                raise TemplateError(f"the chat template drops the environment's {role!r} message 'probe result': "
+                                    f"after the assistant's text it renders only {tail[:300]!r}; {_FIX}")
         except TemplateError as exc:
             raise TemplateError(f"task {task.id} (env {task.env!r}): {exc}") from None
     finally:
