@@ -228,3 +228,46 @@ def test_qwen3_agent_trains_multi_turn_and_rlvr_eval_reproduces_its_evaluation(t
     assert ours["pass@1"]["value"] == theirs["pass@1"]["value"] and ours["n_tasks"] == theirs["n_tasks"] == 5
     mine, training = responses(tmp_path / "e.tasks.jsonl"), responses(out / "eval" / "step-2.tasks.jsonl")
     assert mine == training and len(mine) == 5 and any(r for rs in mine.values() for r in rs)
+
+
+@pytest.mark.parametrize("kwargs, thinks", [({}, False), (NO_THINK, True)])
+def test_rollout_chat_template_kwargs_reach_training_from_the_config(tmp_path, kwargs, thinks):
+    from rlvr.rollout import register_engine, unregister_engine
+
+    seen = []
+    register_engine("test.records_prompts")(
+        lambda model, tokenizer, **_: ScriptedEngine(tokenizer, lambda text: seen.append(text) or "6"))
+    data = tmp_path / "train.jsonl"
+    write_jsonl(data, [{"id": "t0", "prompt": [{"role": "user", "content": "2*3"}], "reference": "6"}])
+    try:
+        train(config_from_dict({
+            "model": {"path": str(qwen3_model_dir(tmp_path / "model", sft_steps=0))},
+            "data": {"train": str(data), "prompts_per_step": 1},
+            "rollout": {"group_size": 2, "max_new_tokens": 8, "engine": "test.records_prompts",
+                        "chat_template_kwargs": kwargs},
+            "train": {"steps": 1, "out": str(tmp_path / "run"), "progress": False},
+        }))
+    finally:
+        unregister_engine("test.records_prompts")
+    assert seen and all(text.endswith("<think>\n\n</think>\n\n") == thinks for text in seen)
+
+
+def test_an_unusable_template_stops_the_run_before_the_model_loads(tmp_path, monkeypatch):
+    import rlvr.train.run as run_module
+
+    model = qwen3_model_dir(tmp_path / "model", sft_steps=0)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config["chat_template"] = UNUSABLE[0][0]
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    for extra in model.glob("chat_template.jinja"):
+        extra.write_text(UNUSABLE[0][0])
+    monkeypatch.setattr(run_module, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    data = tmp_path / "train.jsonl"
+    write_jsonl(data, [{"id": "t0", "prompt": [{"role": "user", "content": "2*3"}], "reference": "6"}])
+    with pytest.raises(TemplateError, match=r"assistant: \[hidden\]"):
+        train(config_from_dict({
+            "model": {"path": str(model)},
+            "data": {"train": str(data), "prompts_per_step": 1, "env": "tools", "env_options": CALC},
+            "rollout": {"group_size": 2, "max_new_tokens": 8},
+            "train": {"steps": 1, "out": str(tmp_path / "run"), "progress": False},
+        }))

@@ -67,3 +67,17 @@ def test_flags_override_the_run_config(run, tmp_path, capsys):
 def test_a_missing_config_file_is_one_line(run, tmp_path, capsys):
     assert main(["eval", "--model", str(run / "checkpoint-1"), "--config", str(tmp_path / "nope.yaml")]) == 2
     assert "nope.yaml is not a file" in capsys.readouterr().err
+
+
+def test_the_plan_carries_the_runs_reasoning_marker_and_template_kwargs(tmp_path):
+    from rlvr.eval.plan import plan_eval
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("data: {eval: 'arithmetic:eval:n=3', answer_after: '</think>'}\n"
+                   "rollout: {chat_template_kwargs: {enable_thinking: false}}\n")
+    plan = plan_eval(tmp_path / "checkpoint-1", config=cfg)
+    assert plan.scoring.answer_after == "</think>" and plan.prompts.chat_template_kwargs == {"enable_thinking": False}
+    assert "answer after: '</think>' (config)" in "\n".join(plan.describe())
+    plan = plan_eval(tmp_path / "checkpoint-1", config=cfg, answer_after="</reasoning>",
+                     chat_template_kwargs={"enable_thinking": True})
+    assert plan.scoring.answer_after == "</reasoning>" and plan.prompts.chat_template_kwargs == {"enable_thinking": True}

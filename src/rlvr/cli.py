@@ -86,7 +86,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                   engine=args.engine, config=args.config, use_run_config=not args.no_run_config,
                   system_prompt=args.system_prompt, prompt_template=args.prompt_template, env=args.env,
                   env_options=_options(args.env_option, "--env-option"), stop=args.stop or None,
-                  engine_options=_options(args.engine_option, "--engine-option"))
+                  engine_options=_options(args.engine_option, "--engine-option"),
+                  chat_template_kwargs=_options(args.chat_template_kwarg, "--chat-template-kwarg"),
+                  answer_after=args.answer_after)
     if args.baseline and not args.out:
         raise UserError("--baseline needs --out (the per-task files of both models are written beside it)")
     if args.baseline and not Path(args.baseline).is_dir():
@@ -104,6 +106,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     plan = plans[0]
     common.update(verifier=plan.scoring.verifier, config=plan.config, max_new_tokens=plan.max_new_tokens,
                   engine=plan.engine, engine_options=plan.engine_options, stop=list(plan.prompts.stop),
+                  chat_template_kwargs=dict(plan.prompts.chat_template_kwargs), answer_after=plan.scoring.answer_after,
                   use_run_config=plan.config is not None)
     args.data = plan.data
     if args.baseline:
@@ -326,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--env", default=None, help="override data.env (a registered environment)")
     ev.add_argument("--env-option", action="append", metavar="KEY=VALUE", help="override data.env_options (repeatable)")
     ev.add_argument("--stop", action="append", metavar="TEXT", help="override rollout.stop (repeatable)")
+    ev.add_argument("--chat-template-kwarg", action="append", metavar="KEY=VALUE",
+                    help="override rollout.chat_template_kwargs (repeatable; e.g. enable_thinking=false)")
+    ev.add_argument("--answer-after", default=None, metavar="TEXT",
+                    help="override data.answer_after: score only the text after it (e.g. '</think>')")
     ev.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
                     help="override rollout.engine_options (repeatable; e.g. max_model_len=2048)")
     ev.add_argument("--verifier", default=None,

@@ -52,6 +52,8 @@ class DataConfig:
     prompt_template: str | None = None  # build each prompt from the row's fields, e.g. "{question}\nAnswer:" (None = the prompt field)
     system_prompt: str | None = None  # a system message put before every prompt (prompts become chat messages)
     completion_field: str = "completion"  # row field holding the target response (rlvr sft)
+    answer_after: str | None = None  # score only the text after the last occurrence of this marker (e.g. "</think>")
+    require_answer_after: bool = True  # a response without the marker has no answer (false: it is scored whole)
     curriculum: str = "none"  # none, or rules joined by "+": filter, band, replay (docs/data.md)
     curriculum_options: dict = field(default_factory=dict)  # e.g. {skip_after: 2, band_low: 0.2, replay_frac: 0.25}
     # agents (docs/agents.md): the environment of rows that name none, and its options (tools, tool_format, max_turns)

@@ -66,6 +66,8 @@ def evaluate_model(
     env: str | None = None,
     env_options: dict | None = None,
     stop: list[str] | None = None,
+    chat_template_kwargs: dict | None = None,
+    answer_after: str | None = None,
     on_plan: Callable[[EvalPlan], None] | None = None,
 ) -> dict[str, Any]:
     """Sample ``samples`` responses per task from the model folder, score them, write the summary to ``out`` and
@@ -74,6 +76,8 @@ def evaluate_model(
     import torch
 
     from rlvr.models import load_model
+    from rlvr.models.loading import load_tokenizer
+    from rlvr.rollout.agent import check_template
     from rlvr.progress import progress_bar
     from rlvr.rollout import check_engine_available, engine_names
     from rlvr.verifiers import get_verifier
@@ -84,8 +88,9 @@ def evaluate_model(
     plan = plan_eval(model_path, data, config=config, use_run_config=use_run_config, verifier=verifier,
                      system_prompt=system_prompt, prompt_template=prompt_template, env=env, env_options=env_options,
                      stop=stop, engine=engine, engine_options=engine_options, max_new_tokens=max_new_tokens,
-                     limit=limit)
+                     limit=limit, chat_template_kwargs=chat_template_kwargs, answer_after=answer_after)
     get_verifier(plan.scoring.verifier)  # an unknown name fails before the model loads
+    check_template(load_tokenizer(model_path), plan.tasks, plan.prompts.chat_template_kwargs)
     if plan.engine not in engine_names():
         raise UserError(f"--engine: unknown rollout engine {plan.engine!r}; known: {', '.join(engine_names())}")
     check_engine_available(plan.engine)

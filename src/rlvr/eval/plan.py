@@ -55,6 +55,8 @@ class EvalPlan:
             f"environment: {', '.join(sorted(envs)) if envs else 'single_turn'} ({self.sources['env']})",
             f"stop: {list(self.prompts.stop)} ({self.sources['stop']}), max_new_tokens {self.max_new_tokens} "
             f"({self.sources['max_new_tokens']})",
+            f"chat template kwargs: {self.prompts.chat_template_kwargs} ({self.sources['chat_template_kwargs']}); "
+            f"answer after: {self.scoring.answer_after!r} ({self.sources['answer_after']})",
             f"engine: {self.engine} {self.engine_options or ''} ({self.sources['engine']})".replace("  ", " "),
         ]
         if first is not None:
@@ -76,7 +78,8 @@ def plan_eval(model_path: str | Path, data: str | None = None, *, config: str | 
               use_run_config: bool = True, verifier: str | None = None, verifier_options: dict | None = None,
               system_prompt: str | None = None, prompt_template: str | None = None, env: str | None = None,
               env_options: dict | None = None, stop: list[str] | None = None, engine: str | None = None,
-              engine_options: dict | None = None, max_new_tokens: int | None = None, limit: int = 0) -> EvalPlan:
+              engine_options: dict | None = None, max_new_tokens: int | None = None, limit: int = 0,
+              chat_template_kwargs: dict | None = None, answer_after: str | None = None) -> EvalPlan:
     """Resolve every piece of an evaluation (module docstring); None means "from the run config, else the default"."""
     path = Path(config) if config is not None else (run_config_of(model_path) if use_run_config else None)
     if path is not None and not path.is_file():
@@ -120,10 +123,13 @@ def plan_eval(model_path: str | Path, data: str | None = None, *, config: str | 
         (dict(r.engine_options) if path is not None else {})
     if path is not None and engine_name == r.engine and "batch_size" not in engine_opts and r.batch_size:
         engine_opts["batch_size"] = r.batch_size
+    template_kwargs = pick("chat_template_kwargs", chat_template_kwargs, dict(r.chat_template_kwargs) or None, {})
+    marker = pick("answer_after", answer_after, d.answer_after, None)
     return EvalPlan(
-        data=data, tasks=tasks, scoring=Scoring(chosen_verifier, options),
+        data=data, tasks=tasks,
+        scoring=Scoring(chosen_verifier, options, answer_after=marker, require_answer_after=d.require_answer_after),
         prompts=PromptPolicy(r.max_prompt_tokens if path is not None else None,
-                             r.prompt_overflow if path is not None else "error", tuple(stops)),
+                             r.prompt_overflow if path is not None else "error", tuple(stops), dict(template_kwargs)),
         engine=engine_name, engine_options=engine_opts,
         max_new_tokens=pick("max_new_tokens", max_new_tokens, r.max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
         config=str(path) if path is not None else None, sources=sources,

@@ -31,23 +31,17 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt
                    "sentencepiece.bpe.model", "tokenizer_config.json")
 
 
-def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
-    """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
-    checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied."""
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a model folder (or of a LoRA checkpoint: its own if it saved one, else its base model's),
+    without loading any weights; a folder without tokenizer files is a clear error."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
-    from rlvr.models.lora import adapter_base_path, is_adapter_folder, load_adapter
+    from rlvr.models.lora import adapter_base_path, is_adapter_folder
 
-    if is_adapter_folder(folder) and not (folder / "config.json").is_file():
-        model, tokenizer = load_model(adapter_base_path(folder), dtype=dtype, device=device)
-        if (folder / "tokenizer_config.json").is_file():
-            tokenizer = AutoTokenizer.from_pretrained(folder)
-            if tokenizer.pad_token_id is None:
-                tokenizer.pad_token = tokenizer.eos_token
-        return load_adapter(model, folder, trainable=False), tokenizer
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
+    if is_adapter_folder(folder) and not (folder / "config.json").is_file() \
+            and not (folder / "tokenizer_config.json").is_file():
+        return load_tokenizer(adapter_base_path(folder))
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UserError(f"model.path: {folder} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); "
                         "save the tokenizer beside the model (tokenizer.save_pretrained(folder))")
@@ -57,6 +51,23 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
         raise UserError(f"model.path: {folder}: the tokenizer loaded with an empty vocabulary")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
+    """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
+    checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
+    from rlvr.models.lora import adapter_base_path, is_adapter_folder, load_adapter
+
+    if is_adapter_folder(folder) and not (folder / "config.json").is_file():
+        model, _ = load_model(adapter_base_path(folder), dtype=dtype, device=device)
+        return load_adapter(model, folder, trainable=False), load_tokenizer(folder)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
+    tokenizer = load_tokenizer(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype])
     model.to(resolve_device(device))
     return model, tokenizer

@@ -28,6 +28,7 @@ from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
 from rlvr.verifiers.compose import RewardSpec, Term, compose
+from rlvr.verifiers.reasoning import answer_part
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Scoring:
     verifier: str = "exact"
     verifier_options: dict[str, Any] = field(default_factory=dict)
     spec: RewardSpec | None = None
+    answer_after: str | None = None  # data.answer_after: verifiers see only the text after this marker
+    require_answer_after: bool = True  # a response without the marker has no answer (rlvr.verifiers.reasoning)
 
 
 @dataclass
@@ -89,6 +92,7 @@ def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, te
         raise ValueError(f"{len(flags)} truncated flags for {len(responses)} responses")
     requests = []
     for task, response, cut_off in zip(tasks, responses, flags):
+        response = answer_part(response, scoring.answer_after, scoring.require_answer_after)
         if term is None or term.uses_task_verifier:
             name, options = task.verifier or scoring.verifier, {**scoring.verifier_options, **task.verifier_options}
         else:

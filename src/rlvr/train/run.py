@@ -5,6 +5,7 @@ The loop itself (rlvr.train.loop) only calls into this."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
 import shutil
@@ -16,8 +17,10 @@ import torch
 
 from rlvr.config import Config, save_config
 from rlvr.models import load_model, resolve_device
+from rlvr.models.loading import load_tokenizer
 from rlvr.models.lora import AdapterDisabled, apply_lora, load_adapter, require_peft
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
+from rlvr.rollout.agent import check_template
 from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
@@ -197,8 +200,10 @@ class TrainingRun:
         for term in spec.verifier_terms() if spec else []:
             if not term.uses_task_verifier:
                 get_verifier(term.verifier)
-        self.scoring = Scoring(cfg.data.verifier, dict(cfg.data.verifier_options), spec)
-        self.prompt_policy = PromptPolicy(cfg.rollout.max_prompt_tokens, cfg.rollout.prompt_overflow, tuple(cfg.rollout.stop))
+        self.scoring = Scoring(cfg.data.verifier, dict(cfg.data.verifier_options), spec, cfg.data.answer_after,
+                               cfg.data.require_answer_after)
+        self.prompt_policy = PromptPolicy(cfg.rollout.max_prompt_tokens, cfg.rollout.prompt_overflow, tuple(cfg.rollout.stop),
+                                          dict(cfg.rollout.chat_template_kwargs))
         self.eval_tasks = None
         if cfg.train.eval_every:
             self.eval_tasks = load_data(cfg.data, "eval")[: cfg.data.eval_size or None]
@@ -211,6 +216,9 @@ class TrainingRun:
         if cfg.model.lora is not None:
             require_peft()  # before the model loads: a missing extra is a one-line error naming it
         checkpoint = group.broadcast(latest_checkpoint(self.dir) if resume else None)
+        # a chat template these tasks cannot use is one error naming the fix, before the model loads
+        check_template(load_tokenizer(checkpoint or cfg.model.path), self.tasks + (self.eval_tasks or []),
+                       cfg.rollout.chat_template_kwargs)
         if cfg.model.lora is not None:
             self.model, self.tokenizer = load_lora_policy(cfg, checkpoint)
         else:
@@ -353,7 +361,7 @@ class TrainingRun:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.train.seed * 1_000_003 + step)
             summary = evaluate_tasks(
-                self.engine, self.tokenizer, self.eval_tasks, Scoring(cfg.data.verifier, dict(cfg.data.verifier_options)),
+                self.engine, self.tokenizer, self.eval_tasks, dataclasses.replace(self.scoring, spec=None),
                 samples=samples, ks=sorted({1, samples}), temperature=temperature,
                 max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed,
                 out=self.dir / "eval" / f"step-{step}.json", prompts=self.prompt_policy,

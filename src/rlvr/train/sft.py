@@ -12,11 +12,11 @@ from rlvr.tasks.base import Prompt
 from rlvr.progress import progress_bar
 
 
-def sft_batch(tokenizer, pairs: list[tuple[Prompt, str]], device) -> dict[str, torch.Tensor]:
+def sft_batch(tokenizer, pairs: list[tuple[Prompt, str]], device, **template_kwargs) -> dict[str, torch.Tensor]:
     """Right-padded inputs with labels -100 everywhere except the completion and its EOS."""
     rows = []
     for prompt, completion in pairs:
-        prompt_ids = encode_prompt(tokenizer, prompt)
+        prompt_ids = encode_prompt(tokenizer, prompt, template_kwargs)
         completion_ids = list(tokenizer(completion, add_special_tokens=False)["input_ids"]) + [tokenizer.eos_token_id]
         rows.append((prompt_ids + completion_ids, [-100] * len(prompt_ids) + completion_ids))
     return padded(rows, tokenizer.pad_token_id, device)

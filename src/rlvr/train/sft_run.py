@@ -101,13 +101,13 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
         log.truncate_after(0)
 
     micro = cfg.train.micro_batch_size or cfg.data.prompts_per_step
-    template_kwargs = dict(getattr(cfg.rollout, "chat_template_kwargs", None) or {})
+    template_kwargs = dict(cfg.rollout.chat_template_kwargs)
 
     def encode(rows: list[Task]) -> dict[str, torch.Tensor]:
         """One micro-batch: a conversation's assistant turns, or a prompt's completion, carry the loss."""
         if conversational:
             return conversation_batch(tokenizer, [t.prompt for t in rows], device, **template_kwargs)
-        return sft_batch(tokenizer, [(t.prompt, completions[t.id]) for t in rows], device)
+        return sft_batch(tokenizer, [(t.prompt, completions[t.id]) for t in rows], device, **template_kwargs)
 
     with progress_bar(cfg.train.steps, "sft", enabled=cfg.train.progress, completed=first - 1) as bar:
         for step in range(first, cfg.train.steps + 1):
