@@ -17,7 +17,7 @@ building models of the same shapes, its OpenMP threads unbound (VLLM_CPU_OMP_THR
 
 The peak: the best of a few large float32 ``torch.matmul`` calls (n x n by n x n, 2 n^3 FLOP each) on the same
 threads. --threads defaults to 1: on a shared machine with as many busy processes as cores, a multi-threaded op
-waits for its slowest thread, and timings with 2 threads on 2 cores varied 60-fold. Achieved FLOP/s of sampling = tokens/s x 2 x parameters (the multiply-adds of one token's forward,
+waits for its slowest thread, and timings with 2 threads on 2 cores varied by more than tenfold. Achieved FLOP/s of sampling = tokens/s x 2 x parameters (the multiply-adds of one token's forward,
 attention over the short cache left out), so the ratio is the share of the peak sampling reaches.
 """
 
