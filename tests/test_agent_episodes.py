@@ -39,7 +39,7 @@ def test_qwen_style_loss_on_model_tokens_only():
     assert trained == HERMES_CALL + "<|im_end|>" + "2146<|im_end|>"
     assert env == "\n<|im_start|>user\n<tool_response>\n2146\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     messages = [{"role": "user", "content": "what is 37*58?"}, {"role": "assistant", "content": HERMES_CALL},
-                {"role": "tool", "content": "2146"}, {"role": "assistant", "content": "2146"}]
+                {"role": "tool", "name": "calculator", "content": "2146"}, {"role": "assistant", "content": "2146"}]
     tools = [{"type": "function", "function": {"name": "calculator"}}]
     assert whole + "\n" == tok.apply_chat_template(messages, tools=tools, tokenize=False)  # tokens as the template
     assert run.answers == ["2146", "2146"] and run.stats[0] == {"turns": 2, "tool_calls": 1, "tool_errors": 0,
@@ -58,7 +58,7 @@ def test_llama_style_loss_on_model_tokens_only():
     assert trained == JSON_CALL + "<|eot_id|>" + "2146<|eot_id|>"
     assert env == "<|start_header_id|>ipython<|end_header_id|>\n\n2146<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
     messages = [{"role": "user", "content": "what is 37*58?"}, {"role": "assistant", "content": JSON_CALL},
-                {"role": "tool", "content": "2146"}, {"role": "assistant", "content": "2146"}]
+                {"role": "tool", "name": "calculator", "content": "2146"}, {"role": "assistant", "content": "2146"}]
     assert whole == tok.apply_chat_template(messages, tools=[{"function": {"name": "calculator"}}], tokenize=False)
     assert run.answers == ["2146"]
 
@@ -180,3 +180,18 @@ def test_calls_past_the_turns_cap_are_counted_in_the_step_metrics():
                                  SamplingParams(n=2, max_new_tokens=400), Scoring("exact"))
     assert [e["skipped_calls"] for e in samples.episodes] == [2, 2]
     assert samples.metrics["skipped_calls_mean"] == 2.0 and samples.metrics["env_error_frac"] == 0.0
+
+
+def test_eval_rows_hold_each_episodes_transcript(tmp_path):
+    from rlvr.eval import evaluate_tasks
+
+    tok = qwen_style_tokenizer()
+    engine = ScriptedEngine(tok, call_then_answer("<tool_response>", HERMES_CALL))
+    evaluate_tasks(engine, tok, [task("hermes")], Scoring("exact"), samples=1, ks=[1], temperature=0.0,
+                   max_new_tokens=200, out=tmp_path / "e.json")
+    import json
+
+    row = json.loads((tmp_path / "e.tasks.jsonl").read_text().splitlines()[0])
+    assert row["samples"][0]["transcript"] == [
+        {"role": "user", "content": "what is 37*58?"}, {"role": "assistant", "content": HERMES_CALL},
+        {"role": "tool", "name": "calculator", "content": "2146"}, {"role": "assistant", "content": "2146"}]

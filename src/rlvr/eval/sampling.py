@@ -21,6 +21,7 @@ class TaskResult:
     lengths: list[int] = field(default_factory=list)  # response tokens, EOS included
     task: Task | None = None
     episodes: list[dict[str, int]] | None = None  # per sample of an environment's episodes: turns, tool_calls, ...
+    transcripts: list[list[dict]] | None = None  # per sample of an environment's episodes: the conversation
 
     @property
     def n_correct(self) -> int:
@@ -52,7 +53,8 @@ def sample_tasks(
             rows = slice(i * samples, (i + 1) * samples)
             results.append(TaskResult(t.id, scored.responses[rows], scored.verdicts[rows],
                                       [int(n) for n in lengths[rows]], t,
-                                      scored.episodes[rows] if scored.episodes is not None else None))
+                                      scored.episodes[rows] if scored.episodes is not None else None,
+                                      scored.transcripts[rows] if scored.transcripts is not None else None))
         if on_chunk is not None:
             on_chunk(len(chunk))
     return results

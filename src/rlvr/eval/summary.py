@@ -43,8 +43,9 @@ def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, se
             **(episode_stats(r.episodes) if r.episodes is not None else {}),
             "samples": [
                 {"response": text, "score": v.score, "status": v.status.value, "reason": v.reason,
-                 "extracted": v.extracted, "length": length}
-                for text, v, length in zip(r.responses, r.verdicts, r.lengths or [0] * n)
+                 "extracted": v.extracted, "length": length, **({"transcript": talk} if talk is not None else {})}
+                for text, v, length, talk in zip(r.responses, r.verdicts, r.lengths or [0] * n,
+                                                 r.transcripts or [None] * n)
             ],
         })
     return rows

@@ -173,6 +173,13 @@ class Episode:
                                                            "env_errors": 0})
     answer: str = ""
     done: bool = False
+    last_text: str | None = None  # the model's latest turn as text
+
+    def transcript(self) -> list[Message]:
+        """The conversation as it went: the prompt, each model turn and each observation, the final turn last."""
+        final = self.last_text is not None and not (self.messages and self.messages[-1].get("role") == "assistant"
+                                                     and self.messages[-1].get("content") == self.last_text)
+        return [dict(m) for m in self.messages] + ([{"role": "assistant", "content": self.last_text}] if final else [])
 
     def add(self, ids: list[int], trained: bool, logprobs: list[float] | None = None,
             entropy: list[float] | None = None) -> None:
@@ -215,6 +222,7 @@ class EpisodeRun:
     parts: list[dict[str, float]]
     stats: list[dict[str, int]]
     metrics: dict[str, float] = field(default_factory=dict)
+    transcripts: list[list[Message]] = field(default_factory=list)  # per episode: its messages, tool calls and results
 
 
 def start_episode(task: Task, tokenizer, template_kwargs: Mapping[str, Any] | None = None) -> Episode:
@@ -266,6 +274,7 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
                    out.entropy[row, :len(ids)].tolist() if out.entropy is not None else None)
             ep.stats["turns"] += 1
             text = tokenizer.decode(ids, skip_special_tokens=True)
+            ep.last_text = text
             if over or bool(out.truncated[row]):
                 ep.finish(text, truncated=True)
                 continue
@@ -293,7 +302,7 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
             ep.add(env_ids, False)
     return EpisodeRun(to_batch(episodes, tokenizer.pad_token_id, params.n, device, has_entropy),
                       [e.answer for e in episodes], [e.parts for e in episodes], [e.stats for e in episodes],
-                      {"prompt_truncated_frac": cut / max(len(episodes), 1)})
+                      {"prompt_truncated_frac": cut / max(len(episodes), 1)}, [e.transcript() for e in episodes])
 
 
 def to_batch(episodes: list[Episode], pad_id: int, n: int, device, has_entropy: bool) -> RolloutBatch:

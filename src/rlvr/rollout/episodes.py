@@ -74,12 +74,14 @@ class ScoredSamples:
     components: dict[str, list[float]] = field(default_factory=dict)  # each composed term's (gated) score
     metrics: dict[str, float] = field(default_factory=dict)  # prompt_truncated_frac, stopped_frac
     episodes: list[dict[str, int]] | None = None  # per row of an episode run: turns, tool_calls, tool_errors, ...
+    transcripts: list[list[dict[str, Any]]] | None = None  # per row of an episode run: the conversation as it went
 
     def select(self, rows: list[int], batch: RolloutBatch) -> ScoredSamples:
         return ScoredSamples(batch, [self.tasks[i] for i in rows], [self.responses[i] for i in rows],
                              [self.verdicts[i] for i in rows], [self.rewards[i] for i in rows],
                              {k: [v[i] for i in rows] for k, v in self.components.items()},
-                             episodes=[self.episodes[i] for i in rows] if self.episodes is not None else None)
+                             episodes=[self.episodes[i] for i in rows] if self.episodes is not None else None,
+                             transcripts=[self.transcripts[i] for i in rows] if self.transcripts is not None else None)
 
 
 def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None,
@@ -181,6 +183,7 @@ def score_episodes(run: EpisodeRun, tasks: list[Task], params: SamplingParams, s
         samples.components[f"env/{name}"] = values
         samples.rewards = [r + v for r, v in zip(samples.rewards, values)]
     samples.episodes = run.stats
+    samples.transcripts = run.transcripts
     samples.metrics.update(episode_metrics(run.stats))
     return samples
 
