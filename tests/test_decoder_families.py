@@ -179,3 +179,20 @@ def test_the_run_records_which_path_sampled(tmp_path, config_class, options, sam
     cfg["rollout"]["group_size"] = 2
     run_dir = train(config_from_dict(cfg))
     assert json.loads((run_dir / "manifest.json").read_text())["sampler"] == sampler
+
+
+@pytest.mark.parametrize("rollout, sampler", [
+    ({}, "lean"),
+    ({"engine_options": {"fast": False}}, "model"),
+])
+def test_the_manifest_says_model_where_the_engine_does_not_use_the_lean_path(tmp_path, rollout, sampler):
+    from rlvr.config import config_from_dict
+    from rlvr.train.manifest import build_manifest
+
+    from conftest import one_digit_rl_config
+
+    model = _model(Qwen3Config, dict(num_key_value_heads=2, vocab_size=len(char_tokenizer())))
+    folder = _save(model, tmp_path / "model")
+    cfg = one_digit_rl_config(folder, tmp_path / "run", steps=1)
+    cfg["rollout"].update(rollout)
+    assert build_manifest(config_from_dict(cfg))["sampler"] == sampler
