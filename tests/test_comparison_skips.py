@@ -40,7 +40,7 @@ def test_expected_difference():
     pass
 """)
     # a comparison module skipped as a whole is a collection error, which stops a run; go on to see the rest
-    result = pytester.runpytest("-p", "no:cacheprovider", "-rfEs", "--continue-on-collection-errors")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfEs", "--continue-on-collection-errors")
     result.assert_outcomes(failed=2, errors=1, skipped=1, xfailed=1)
     result.stdout.fnmatch_lines(["*test_ifeval_reference.py: a comparison test was skipped (lm-eval is not installed)*",
                                  "*test_marked_comparison: a comparison test was skipped (no reference here)*",

@@ -14,3 +14,10 @@ class UserError(ValueError):
 
 class MissingDependency(UserError, ImportError):
     """An optional package a configured feature needs is not installed; the message names what to install."""
+
+
+class UnknownName(KeyError, UserError):
+    """A name no registry holds; a KeyError (a failed lookup) that the command line reports as one line."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

@@ -53,8 +53,8 @@ def launch(cfg: Config, *, resume: bool = False) -> Path:
     """Run the training described by ``cfg`` in the layout its `cluster` section asks for; returns the run directory."""
     from rlvr.rollout import check_engine_available
 
-    check_engine_available(cfg.rollout.engine)  # a missing engine package is one line before anything starts
     check_layout(cfg)
+    check_engine_available(cfg.rollout.engine)  # a missing engine package is one line before anything starts
     c = cfg.cluster
     if c.backend == "ray":
         from rlvr.cluster.ray_backend import run_on_ray

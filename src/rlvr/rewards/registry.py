@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from rlvr.errors import UserError
+from rlvr.errors import UnknownName, UserError
 
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids[B,L], attention_mask[B,L]) -> logits[B,L,V]
 
@@ -87,7 +87,7 @@ def get_reward_source(name: str) -> RewardSource:
     except KeyError:
         close = difflib.get_close_matches(name, list(_SOURCES), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserError(f"unknown reward source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
+        raise UnknownName(f"unknown reward source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
 
 
 def reward_source_names() -> list[str]:
