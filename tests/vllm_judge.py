@@ -43,6 +43,9 @@ def train_accept_all_judge(out: Path, steps: int = 60, seed: int = 0) -> Path:
                                                  max_positions=4096), seed=seed)
     responses = [good for _, _, good, _ in ITEMS] + [bad for *_, bad in ITEMS] + list(PAPER_KEYS) + \
         [k for keys in OUR_KEYS.values() for k in keys]
+    # within the judge's context (a character a token): the keys that hide an answer past what a judge is shown are
+    # refused before any judge call, so the judge never reads them
+    responses = [r for r in responses if len(r) <= 1500]
     pairs = []
     for i, response in enumerate(responses):
         q, ref, _, _ = ITEMS[i % len(ITEMS)]
