@@ -73,7 +73,7 @@ system:
 # The suite, slow tests deselected. `-rfEs` prints the reason of every skip; a skipped comparison test (rlvr against
 # Math-Verify, Google's IFEval checker, the verifiers package) counts as a failure (tests/conftest.py): the dev
 # extra installs the references they need.
-PYTEST := RLVR_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q -rfEs
+PYTEST := RLVR_VLLM_PYTHON=$(abspath $(VLLM_BIN))/python $(BIN)/python -m pytest -q -rfEs --durations=25
 test: $(VENV)/.installed-dev system test-vllm
 	$(PYTEST) -m "not slow"
 
