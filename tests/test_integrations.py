@@ -23,8 +23,11 @@ def test_trl_reward_function_names_a_missing_column():
         reward_function("exact")(prompts=["x"], completions=["y"], answer=["y"])
 
 
-def test_trl_grpo_trainer_runs_two_steps_with_an_rlvr_reward(tiny_model_dir, tmp_path):
+def test_trl_grpo_trainer_runs_two_steps_with_an_rlvr_reward(tiny_model_dir, tmp_path, monkeypatch):
     import datasets  # installed with trl by the dev extras
+
+    for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)  # accelerate reads these as a distributed launch: one process here
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
