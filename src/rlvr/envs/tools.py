@@ -32,6 +32,8 @@ import inspect
 import json
 import os
 import sys
+import threading
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -105,6 +107,7 @@ class Tool:
             except TimeoutError as exc:
                 return ToolResult(clean_text(f"error: {exc}"), error=True, timeout=True)
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - a tool's failure is the model's observation
+                note_raised(self.name, "".join(traceback.format_exception(exc)))
                 return ToolResult(clean_text(f"error: {type(exc).__name__}: {exc}"[: self.max_chars]), error=True)
         return self._run_supervised(args, timeout)
 
@@ -122,6 +125,7 @@ class Tool:
         if verdict.reason == "tool_ok":
             return self._cap(verdict.extracted or "")
         if verdict.reason == "tool_raised":
+            note_raised(self.name, str(verdict.details.get("traceback") or verdict.extracted))
             return ToolResult(clean_text(f"error: {verdict.extracted}"[: self.max_chars]), error=True)
         return ToolResult(f"error: {self.name} failed ({verdict.reason})", error=True)
 
@@ -156,8 +160,29 @@ def call_tool(response: str, reference: dict[str, Any], **_: Any) -> Verdict:
     try:
         result = str(fn(**json.loads(response), **reference.get("options", {})))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit in a tool fails the call, not the worker
-        return Verdict(0.0, Status.ERROR, "tool_raised", extracted=f"{type(exc).__name__}: {exc}"[:10_000])
+        return Verdict(0.0, Status.ERROR, "tool_raised", extracted=f"{type(exc).__name__}: {exc}"[:10_000],
+                       details={"traceback": "".join(traceback.format_exception(exc))[-10_000:]})
     return Verdict(1.0, Status.CORRECT, "tool_ok", extracted=result)
+
+
+# Tools that raised, for the trainer to report (rlvr.train.reward_errors): the model sees one error line as its
+# observation; the user should see the traceback. Kept per process, taken by whoever reports them.
+_RAISED: list[tuple[str, str]] = []
+_RAISED_LOCK = threading.Lock()
+
+
+def note_raised(tool: str, trace: str) -> None:
+    with _RAISED_LOCK:
+        if len(_RAISED) < 10_000:
+            _RAISED.append((tool, trace))
+
+
+def take_raised() -> list[tuple[str, str]]:
+    """(tool name, traceback) of every call that raised since the last take, and forget them."""
+    with _RAISED_LOCK:
+        taken = list(_RAISED)
+        _RAISED.clear()
+    return taken
 
 
 def check_arguments(schema: dict[str, Any], args: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from rlvr.algos import advantages
+from rlvr.envs.tools import take_raised
 from rlvr.train.rollouts import collect_rollouts, greedy_baseline
 
 
@@ -29,6 +30,7 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
         prompt_policy=run.prompt_policy, metric=getattr(cfg.algo, "dynamic_sampling_metric", "score"),
     )
     run.reward_errors.observe(step, samples.tasks, samples.verdicts)
+    run.reward_errors.observe_tools(step, take_raised())
     collected.update(run.reward_errors.metrics())
     baseline = None
     if "baseline_rewards" in advantages.needs(cfg.algo.advantage):

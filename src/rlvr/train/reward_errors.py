@@ -1,6 +1,7 @@
-"""Rewards that raised, shown where a user looks: the first traceback of each verifier in a run goes to the console
-and to ``RUN_DIR/reward_errors.log``; later ones are counted (``reward_errors/<verifier>`` in the metrics, and a
-line in the log). Without this a verifier's exception was visible only as a ``verdict_error`` fraction."""
+"""Rewards and tools that raised, shown where a user looks: the first traceback of each verifier and of each agent
+tool in a run goes to the console and to ``RUN_DIR/reward_errors.log``; later ones are counted
+(``reward_errors/<verifier>`` and ``tool_raised/<tool>`` in the metrics). Without this a verifier's exception was
+visible only as a ``verdict_error`` fraction, and a tool's only as the one error line its episode's model read."""
 
 from __future__ import annotations
 
@@ -32,9 +33,21 @@ class RewardErrorLog:
                 trace = str(verdict.details.get("traceback") or verdict.details.get("error") or verdict.details)
                 message = (f"rlvr: step {step}: verifier {name!r} raised on task {getattr(task, 'id', '?')} (its first "
                            f"error in this run; later ones are counted in reward_errors/{name}):\n{trace.rstrip()}\n")
-                self.stream.write(message)
-                self._append(message)
+                self._report(message)
         return dict(self.counts)
+
+    def observe_tools(self, step: int, raised: list[tuple[str, str]]) -> None:
+        """Report the tool calls that raised during this step (rlvr.envs.tools.take_raised)."""
+        for tool, trace in raised:
+            key = f"tool:{tool}"
+            self.counts[key] += 1
+            if self.counts[key] == 1:
+                self._report(f"rlvr: step {step}: tool {tool!r} raised (its first error in this run; the model saw "
+                             f"an error observation; later ones are counted in tool_raised/{tool}):\n{trace.rstrip()}\n")
+
+    def _report(self, message: str) -> None:
+        self.stream.write(message)
+        self._append(message)
 
     def _append(self, text: str) -> None:
         if self.path is None:
@@ -46,4 +59,5 @@ class RewardErrorLog:
             pass  # the console copy stands; the run goes on
 
     def metrics(self) -> dict[str, int]:
-        return {f"reward_errors/{name}": n for name, n in sorted(self.counts.items())}
+        return {(f"tool_raised/{name[5:]}" if name.startswith("tool:") else f"reward_errors/{name}"): n
+                for name, n in sorted(self.counts.items())}
