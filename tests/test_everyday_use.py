@@ -5,6 +5,7 @@ previous one usable, and learner metrics average over the rows that carry them."
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -312,6 +313,11 @@ def test_wandb_and_mlflow_receive_every_step(tiny_model_dir, tmp_path, monkeypat
     [found] = mlflow.search_runs(search_all_experiments=True, output_format="list")
     history = mlflow.MlflowClient().get_metric_history(found.info.run_id, "reward_mean")
     assert [m.step for m in history] == [1, 2] and found.data.params["train.steps"] == "2"
+    # the step's samples as each logger's table
+    artifacts = [a.path for a in mlflow.MlflowClient().list_artifacts(found.info.run_id, "samples")]
+    assert artifacts == ["samples/step-1.json", "samples/step-2.json"]
+    tables = list((run / "wandb").glob("offline-run-*/files/media/table/samples_*.table.json"))
+    assert len(tables) == 2 and "response" in json.loads(tables[0].read_text())["columns"]
 
 
 def test_an_unknown_logger_is_refused_before_the_model_loads(tiny_model_dir, tmp_path):

@@ -23,8 +23,17 @@ class MetricsLogger:
     def log(self, row: dict[str, Any], step: int) -> None:
         raise NotImplementedError
 
+    def log_samples(self, rows: list[dict[str, Any]], step: int) -> None:
+        """A step's samples (RUN_DIR/samples.jsonl's rows) as the logger's table, where it has one."""
+
     def close(self) -> None:
         pass
+
+
+def _table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Columns and cells (text) of sample rows."""
+    columns = list(rows[0]) if rows else []
+    return columns, [[v if isinstance(v, str) else json.dumps(v) for v in (r[c] for c in columns)] for r in rows]
 
 
 _LOGGERS: dict[str, Callable[..., MetricsLogger]] = {}
@@ -81,6 +90,12 @@ class TensorBoardLogger(MetricsLogger):
         for key, value in _numbers(row).items():
             self.writer.add_scalar(key, value, step)
 
+    def log_samples(self, rows, step):
+        columns, cells = _table(rows)
+        lines = [" | ".join(columns), " | ".join("---" for _ in columns)]
+        lines += [" | ".join(c.replace("|", "\\|").replace("\n", " ") for c in row) for row in cells]
+        self.writer.add_text("samples", "\n".join(lines), step)
+
     def close(self):
         self.writer.close()
 
@@ -99,6 +114,12 @@ class WandbLogger(MetricsLogger):
 
     def log(self, row, step):
         self.run.log(_numbers(row), step=step)
+
+    def log_samples(self, rows, step):
+        import wandb
+
+        columns, cells = _table(rows)
+        self.run.log({"samples": wandb.Table(columns=columns, data=cells)}, step=step)
 
     def close(self):
         self.run.finish()
@@ -125,6 +146,11 @@ class MlflowLogger(MetricsLogger):
 
     def log(self, row, step):
         self.mlflow.log_metrics({k.replace("@", "_at_"): v for k, v in _numbers(row).items()}, step=step)
+
+    def log_samples(self, rows, step):
+        columns, cells = _table(rows)
+        self.mlflow.log_table({c: [row[i] for row in cells] for i, c in enumerate(columns)},
+                              artifact_file=f"samples/step-{step}.json")
 
     def close(self):
         self.mlflow.end_run()

@@ -277,7 +277,7 @@ class TrainingRun:
             save_config(cfg, self.dir / "config.yaml")
             write_manifest(self.dir, cfg, resumed_from=checkpoint)
             self.log = MetricsLog(self.dir, loggers=loggers_of(cfg), config=cfg.to_dict())
-            self.samples_log = SamplesLog(self.dir, cfg.train.log_samples)
+            self.samples_log = SamplesLog(self.dir, cfg.train.log_samples, loggers=self.log.loggers)
         self.reward_errors = RewardErrorLog(self.dir if group.is_main else None, cfg.data.verifier)
         self.reward_runner = default_runner()
         self.reward_runner.reset_stats()
