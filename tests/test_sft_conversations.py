@@ -56,3 +56,12 @@ def test_rlvr_sft_trains_on_messages_rows(tiny_model_dir, tmp_path):
     metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert metrics[-1]["loss"] < metrics[0]["loss"] * 0.7
     assert all(r["tokens"] <= 8 * 3 for r in metrics)  # answer tokens and their newline only, no prompt tokens
+
+
+def test_an_agent_transcript_trains_the_model_turns_only():
+    tok = char_tokenizer()
+    transcript = [{"role": "user", "content": "37*58?"}, {"role": "assistant", "content": "calc(37*58)"},
+                  {"role": "tool", "content": "2146"}, {"role": "assistant", "content": "2146"}]
+    ids, labels = conversation_tokens(tok, transcript)
+    assert tok.decode([i for i, l in zip(ids, labels) if l != -100]) == "calc(37*58)\n2146\n"
+    assert "tool: 2146" in tok.decode(ids)  # the tool's result is context, not a target
