@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -9,6 +11,17 @@ SMALL = TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64
 @pytest.fixture(autouse=True)
 def _threads():
     torch.set_num_threads(2)
+
+
+@pytest.fixture(autouse=True)
+def _environment():
+    """What a test puts in os.environ (the demo's kernel pin, a launcher's LOCAL_RANK) leaves with it: later tests'
+    subprocesses would inherit it and compute with other kernels or think they were launched distributed."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture

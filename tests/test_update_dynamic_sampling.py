@@ -105,6 +105,8 @@ def test_the_step_filters_on_the_configured_metric(scripted, metric, kept):
     """collect_step reads algo.dynamic_sampling_metric, and scores when the config has no such key."""
     from types import SimpleNamespace
 
+    from rlvr.train.reward_errors import RewardErrorLog
+
     from rlvr.config import config_from_dict
     from rlvr.train.collector import collect_step
 
@@ -115,6 +117,7 @@ def test_the_step_filters_on_the_configured_metric(scripted, metric, kept):
     order = ["all_wrong_lengths", "all_right_lengths", "mixed", "all_wrong_short", "mixed_long", "mixed"]
     run = SimpleNamespace(cfg=cfg, engine=None, tokenizer=_Tokenizer(), scoring=Scoring(), prompt_policy=None,
                           sampler=PromptSampler([Task("q", 0, name) for name in order], seed=0, shuffle=False),
-                          params=SamplingParams(n=N, max_new_tokens=MAX_LEN))
+                          params=SamplingParams(n=N, max_new_tokens=MAX_LEN),
+                          reward_errors=RewardErrorLog(None, "exact"))
     samples, collected, _ = collect_step(run, 1)
     assert list(dict.fromkeys(t.id for t in samples.tasks)) == kept
