@@ -64,8 +64,11 @@ def test_library_modes_are_back_to_a_fresh_imports(runner):
     call(runner, sf.change_numpy)
     call(runner, sf.change_mpmath_and_sympy)
     seen = call(runner, sf.probe).details["state"]
-    assert seen["numpy"] == repr(({"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}, 8))
-    assert seen["mpmath"] == "15" and seen["sympy.core.parameters"] == "True"
+    # put back in the same worker, or a fresh worker (one that retired after a change): either way, fresh modes
+    assert seen["numpy"] in ("not imported",
+                             repr(({"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}, 8)))
+    assert seen["mpmath"] in ("not imported", "15")
+    assert seen["sympy.core.parameters"] in ("not imported", "True")
 
 
 @pytest.mark.parametrize("change, check, reference", [

@@ -68,7 +68,9 @@ class PythonSession:
         err = result.stderr.decode("utf-8", "replace")
         finished = mark in err
         err = err.replace(mark, "").strip().splitlines()
-        if result.timed_out:
+        # killed at its deadline: by the wall clock, or by the CPU limit when the cell ran flat out (which fires
+        # first on an idle machine)
+        if result.timed_out or (result.returncode < 0 and not finished and result.wall_s >= 0.9 * timeout):
             raise TimeoutError(f"the code ran past {timeout:.3g} s and was stopped")
         if result.returncode != 0 and err:
             raise RuntimeError((out + "\n" if out else "") + err[-1])
