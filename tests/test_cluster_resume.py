@@ -27,10 +27,13 @@ LAYOUTS = {
 }
 
 
+STEPS = 8
+
+
 def _command(model, out, layout):
     return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"), f"model.path={model}",
             f"train.out={out}", "data.train=arithmetic:train:digits=1", "data.prompts_per_step=8", "rollout.group_size=4",
-            "rollout.max_new_tokens=4", "train.steps=4", "train.save_every=2", "train.lr=1e-3", "train.progress=false",
+            "rollout.max_new_tokens=4", f"train.steps={STEPS}", "train.save_every=2", "train.lr=1e-3", "train.progress=false",
             "cluster.learners=2", *LAYOUTS[layout]]
 
 
@@ -92,7 +95,9 @@ def test_resume_after_kill_9_of_the_driver(warm_model_dir, tmp_path, run_env, la
     started = _tree_until(driver, lambda: (cut / "checkpoint-2").is_dir(), within_s=240)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    assert (cut / "checkpoint-2").is_dir() and not (cut / "checkpoint-4").exists(), "the kill came too late to test"
+    # the kill lands after the first checkpoint and before the last (steps are quick on an idle machine: the run
+    # has STEPS - 2 steps after checkpoint-2 for the kill to land in)
+    assert (cut / "checkpoint-2").is_dir() and not (cut / f"checkpoint-{STEPS}").exists(), "the kill came too late"
     assert len(started) >= 3  # torchrun and two ranks; Ray's GCS, raylet and actors
     assert _still_running(started, within_s=20) == [], "a process of the run outlived the driver"
 
@@ -103,9 +108,9 @@ def test_resume_after_kill_9_of_the_driver(warm_model_dir, tmp_path, run_env, la
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
-    assert [r["step"] for r in read_metrics(cut)] == list(range(1, 5))
+    assert [r["step"] for r in read_metrics(cut)] == list(range(1, STEPS + 1))
     assert _without_timing(read_metrics(cut)) == _without_timing(read_metrics(whole))
     assert any(r["grad_norm"] > 0 for r in read_metrics(whole))
-    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
-    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
+    a = AutoModelForCausalLM.from_pretrained(whole / f"checkpoint-{STEPS}").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut / f"checkpoint-{STEPS}").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
