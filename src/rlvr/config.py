@@ -75,6 +75,8 @@ class RolloutConfig:
     prompt_overflow: str = "error"  # a longer prompt: "error" (naming the task) or "truncate_left" (keep its end)
     stop: list = field(default_factory=list)  # stop strings: a response ends after the first one it contains
     chat_template_kwargs: dict = field(default_factory=dict)  # passed to every apply_chat_template call, e.g. {enable_thinking: false}
+    temperature_schedule: dict | None = None  # EAD annealing per generated position {start, tau_max, tau_min, decay} (None = fixed temperature)
+    agent_command: str | None = None  # a program run once per episode against rlvr's OpenAI-compatible endpoint (docs/agents.md)
 
 
 @dataclass
@@ -112,12 +114,32 @@ class AlgoConfig:
     critic: str = "head"  # estimators that need values: "head" (a value head on the policy's trunk) or "model" (own copy)
     critic_lr: float | None = None  # learning rate of a separate critic model (None = train.lr)
     critic_warmup_steps: int = 0  # steps at the start where only the critic is trained (separate critic model)
+    loss_options: dict = field(default_factory=dict)  # extra policy-loss options, e.g. {kl_cov_ratio: 0.002} (rlvr.algos.losses)
+    # collection stages (docs/algorithms.md, "Collection stages"): each is off until its keys are set
+    hint_stages: list = field(default_factory=list)  # GHPO: hint ratios tried in turn on all-wrong groups, e.g. [0.25, 0.5, 0.75]
+    hint_field: str = "solution"  # Task.meta key holding the reference solution hints are cut from
+    hint_template: str | None = None  # the hinted prompt, with {prompt} and {hint} (None = GHPO's wording)
+    hint_mode: str = "replace"  # "replace" (GHPO: train on the hinted prompt) or "guide" (Guide: train without the hint)
+    expert_rows: int = 0  # LUFFY / RL-PLUS: expert traces added to each group (0 = off)
+    expert_field: str = "expert"  # Task.meta key of the expert trace (else the hint_field solution)
+    dars_max_extra: int = 0  # DARS: most extra rollouts given to a hard prompt (0 = off)
+    dars_schedule: str = "equal"  # DARS top-up: "equal" (equal treatment) or "hardness" (hardness-weighted)
+    prof_filter: bool = False  # PROF: drop rollouts whose step scores disagree with the outcome (needs reward.process)
+    implicit_prm: bool = False  # PRIME: train an implicit process reward model beside the policy
+    prm_beta: float = 0.05  # PRIME's beta: token reward = beta * (log pi_prm - log pi_ref)
+    prm_lr: float | None = None  # the implicit PRM's learning rate (None = train.lr)
+    teacher: str | None = None  # on-policy distillation: the teacher's model folder (None = off)
+    teacher_coef: float = 1.0  # weight of the per-token reverse-KL reward to the teacher
+    is_correction: str | None = None  # train/inference mismatch correction: tis, seq_tis, seq_mask, token_mask, geo_mask (None = tis when tis_cap is set)
+    is_options: dict = field(default_factory=dict)  # options of the mismatch correction, e.g. {low: 0.5, high: 2.0}
 
 
 @dataclass
 class RewardConfig:
     terms: list = field(default_factory=list)  # composed reward terms (rlvr.verifiers.compose); empty = the task verifier alone
     policy: list = field(default_factory=list)  # rewards from the policy (rlvr.rewards): [{source, weight, options}]
+    process: dict | None = None  # step rewards (rlvr.rewards.process): {source: arith_steps|prm, options: {...}} (None = off)
+    noise: dict | None = None  # noisy-verifier correction {kind: backward|forward, false_positive, false_negative} (None = off)
 
 
 @dataclass
@@ -160,6 +182,8 @@ class ClusterConfig:
     cpus_per_learner: float | None = None  # CPUs a Ray learner actor reserves (None = an equal share, docs/cluster.md)
     cpus_per_rollout_worker: float | None = None  # CPUs a Ray rollout worker reserves (None = an equal share)
     cpus_per_reward_worker: float | None = None  # CPUs a Ray reward worker reserves (None = an equal share)
+    partial_rollouts: bool = False  # streaming rollouts: generations under way at a weight update continue (docs/cluster.md)
+    max_staleness: int = 1  # with partial_rollouts: the most updates old any trained token may be
 
 
 @dataclass
@@ -246,6 +270,17 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "algo.critic": _one_of("head", "model"),
     "algo.critic_lr": (lambda v: v > 0, "null or > 0"),
     "algo.critic_warmup_steps": (lambda v: v >= 0, ">= 0"),
+    "algo.hint_stages": (lambda v: all(isinstance(x, (int, float)) and 0 < x <= 1 for x in v),
+                         "a list of hint ratios in (0, 1], e.g. [0.25, 0.5, 0.75]"),
+    "algo.hint_mode": _one_of("replace", "guide"),
+    "algo.expert_rows": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "algo.dars_max_extra": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "algo.dars_schedule": _one_of("equal", "hardness"),
+    "algo.prm_beta": (lambda v: v > 0, "> 0"),
+    "algo.prm_lr": (lambda v: v > 0, "null or > 0"),
+    "algo.teacher_coef": (lambda v: v >= 0, ">= 0"),
+    "algo.is_correction": _one_of("tis", "seq_tis", "seq_mask", "token_mask", "geo_mask"),
+    "cluster.max_staleness": (lambda v: v >= 1, ">= 1"),
     "train.lr_schedule": _one_of("constant", "linear", "cosine"),
     "train.lr_min_ratio": (lambda v: 0 <= v <= 1, "0 <= ratio <= 1"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
@@ -441,7 +476,8 @@ def _plugins(values: dict, specs: Any, where: str, base_dir: str | None = None) 
 
 
 def _apply_recipe(values: dict, sources: dict) -> None:
-    """Fill the algo keys the user did not set from the named recipe (explicit keys win)."""
+    """Fill the keys the user did not set from the named recipe (explicit keys win); a recipe names algo keys bare
+    and other sections' keys dotted (``reward.process``)."""
     name = values["algo"].get("recipe")
     if name is None:
         return
@@ -452,9 +488,11 @@ def _apply_recipe(values: dict, sources: dict) -> None:
         known = recipes.names()
         raise ConfigError(f"{where}: algo.recipe: unknown recipe '{name}'{_suggest(name, known)}; known: {', '.join(known)}")
     for key, value in recipes.get(name).settings.items():
-        if key not in values["algo"]:
-            values["algo"][key] = copy.deepcopy(value)
-            sources[f"algo.{key}"] = f"recipe '{name}'"
+        section, _, leaf = key.rpartition(".")
+        section = section or "algo"  # a recipe writes algo keys bare and other sections' keys dotted
+        if leaf not in values[section]:
+            values[section][leaf] = copy.deepcopy(value)
+            sources[f"{section}.{leaf}"] = f"recipe '{name}'"
 
 
 def _build(values: dict, sources: dict) -> Config:
