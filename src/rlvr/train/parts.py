@@ -319,7 +319,9 @@ class SeparateCritic(StepPart):
 
 @register_part("tis")
 def _tis(cfg: Config, ctx: PartContext):
-    return TruncatedImportanceSampling(cfg.algo.tis_cap) if cfg.algo.tis_cap is not None else None
+    if cfg.algo.tis_cap is None or cfg.algo.is_correction not in (None, "tis"):
+        return None  # the other corrections are parts of their own (rlvr.train.mismatch)
+    return TruncatedImportanceSampling(cfg.algo.tis_cap)
 
 
 class TruncatedImportanceSampling(StepPart):
