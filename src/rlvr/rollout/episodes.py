@@ -44,6 +44,7 @@ class PromptPolicy:
     overflow: str = "error"
     stop: tuple[str, ...] = ()
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    agent_command: str | None = None  # rollout.agent_command: episodes are run by this program (rlvr.rollout.agent_program)
 
 
 class PromptTooLong(ValueError):
@@ -161,6 +162,10 @@ def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], para
     """``params.n`` samples per task from the engine, decoded and scored; tasks with an environment run as
     episodes (module docstring)."""
     policy = prompts or PromptPolicy()
+    if policy.agent_command:
+        from rlvr.rollout.agent_program import run_agent_program
+
+        return score_episodes(run_agent_program(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
     if any(t.env not in (None, SINGLE_TURN) for t in tasks):
         return score_episodes(run_episodes(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
     kwargs = policy.chat_template_kwargs

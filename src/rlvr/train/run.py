@@ -203,7 +203,7 @@ class TrainingRun:
         self.scoring = Scoring(cfg.data.verifier, dict(cfg.data.verifier_options), spec, cfg.data.answer_after,
                                cfg.data.require_answer_after)
         self.prompt_policy = PromptPolicy(cfg.rollout.max_prompt_tokens, cfg.rollout.prompt_overflow, tuple(cfg.rollout.stop),
-                                          dict(cfg.rollout.chat_template_kwargs))
+                                          dict(cfg.rollout.chat_template_kwargs), cfg.rollout.agent_command)
         self.eval_tasks = None
         if cfg.train.eval_every:
             self.eval_tasks = load_data(cfg.data, "eval")[: cfg.data.eval_size or None]
