@@ -394,3 +394,7 @@ class EntropyBonus(StepPart):
     def loss(self, exp, rows, out, mask, agg, norm_length):
         term = losses.aggregate(out.entropy, mask, agg, norm_length)
         return -self.coef * term, {}
+
+
+# parts of their own modules, registered after the ones above (build order = registration order)
+from rlvr.train import mismatch, parts_distill, parts_exploration, parts_process  # noqa: E402,F401
