@@ -31,6 +31,13 @@ class RolloutBatch:
     policy is trained on. They differ when a response holds tokens the model did not choose (tool or environment
     output, attended to but never trained on) or a filter drops a row from the loss; an engine that does not set
     loss_mask gets a copy of response_mask.
+
+    What collection stages add (all optional, kept through ``select_rows`` and ``concat_batches``):
+    row_kind [N] says where each row came from (rlvr.rollout.provenance; 0 = on-policy); behaviour_prompt_ids /
+    behaviour_prompt_mask [N, P'] are the prompts the rows were SAMPLED with where they differ from the prompts they
+    are trained on (Guide: the hinted prompt; the old policy's log-probs are taken in this context);
+    step_rewards [N, T] and step_end [N, T] are process rewards placed on the last token of each step
+    (rlvr.rewards.process).
     """
 
     prompt_ids: torch.Tensor
@@ -42,10 +49,17 @@ class RolloutBatch:
     group_index: torch.Tensor
     entropy: torch.Tensor | None = None  # [N, T] entropy of the temperature-scaled sampling distribution (0 on padding)
     loss_mask: torch.Tensor | None = None  # [N, T] positions trained on (None -> a copy of response_mask)
+    row_kind: torch.Tensor | None = None  # [N] long, rlvr.rollout.provenance codes (None -> all on-policy)
+    behaviour_prompt_ids: torch.Tensor | None = None  # [N, P'] left-padded prompts the rows were sampled with
+    behaviour_prompt_mask: torch.Tensor | None = None
+    step_rewards: torch.Tensor | None = None  # [N, T] float, each step's reward on its last token
+    step_end: torch.Tensor | None = None  # [N, T] bool, the last token of each step
 
     def __post_init__(self) -> None:
         if self.loss_mask is None:
             self.loss_mask = self.response_mask.clone()
+        if self.row_kind is None:
+            self.row_kind = torch.zeros(self.response_ids.shape[0], dtype=torch.long, device=self.response_ids.device)
 
     @property
     def size(self) -> int:
@@ -70,16 +84,37 @@ def _pad_left(t: torch.Tensor, width: int, value) -> torch.Tensor:
     return torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)
 
 
-def concat_batches(batches: list[RolloutBatch], pad_id: int) -> RolloutBatch:
-    """One batch from several (e.g. the generation rounds of dynamic sampling); group ids stay distinct."""
+def _behaviour_prompts(b: RolloutBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    if b.behaviour_prompt_ids is None:
+        return b.prompt_ids, b.prompt_mask
+    return b.behaviour_prompt_ids, b.behaviour_prompt_mask
+
+
+def _optional_rows(batches: list[RolloutBatch], name: str, width: int, value) -> torch.Tensor | None:
+    """An optional [N, T] field of the joined batch: zeros (``value``) for batches without it; None if none has it."""
+    if all(getattr(b, name) is None for b in batches):
+        return None
+    like = next(getattr(b, name) for b in batches if getattr(b, name) is not None)
+    return torch.cat([_pad_right(getattr(b, name), width, value) if getattr(b, name) is not None
+                      else torch.full((b.size, width), value, dtype=like.dtype, device=like.device) for b in batches])
+
+
+def concat_batches(batches: list[RolloutBatch], pad_id: int, *, keep_groups: bool = False) -> RolloutBatch:
+    """One batch from several (e.g. the generation rounds of dynamic sampling); group ids stay distinct, or with
+    ``keep_groups`` stay as they are (rows that join existing groups, such as extra rollouts or expert traces)."""
     if len(batches) == 1:
         return batches[0]
     prompt_width = max(b.prompt_ids.shape[1] for b in batches)
     width = max(b.response_ids.shape[1] for b in batches)
     groups, offset = [], 0
     for b in batches:
-        groups.append(b.group_index + offset)
+        groups.append(b.group_index if keep_groups else b.group_index + offset)
         offset += int(b.group_index.max()) + 1 if b.size else 0
+    behaviour = None
+    if any(b.behaviour_prompt_ids is not None for b in batches):
+        behaviour_width = max(_behaviour_prompts(b)[0].shape[1] for b in batches)
+        behaviour = (torch.cat([_pad_left(_behaviour_prompts(b)[0], behaviour_width, pad_id) for b in batches]),
+                     torch.cat([_pad_left(_behaviour_prompts(b)[1], behaviour_width, 0) for b in batches]))
     return RolloutBatch(
         prompt_ids=torch.cat([_pad_left(b.prompt_ids, prompt_width, pad_id) for b in batches]),
         prompt_mask=torch.cat([_pad_left(b.prompt_mask, prompt_width, 0) for b in batches]),
@@ -91,6 +126,11 @@ def concat_batches(batches: list[RolloutBatch], pad_id: int) -> RolloutBatch:
         entropy=torch.cat([_pad_right(b.entropy, width, 0.0) for b in batches])
         if all(b.entropy is not None for b in batches) else None,
         loss_mask=torch.cat([_pad_right(b.loss_mask, width, 0) for b in batches]),
+        row_kind=torch.cat([b.row_kind for b in batches]),
+        behaviour_prompt_ids=behaviour[0] if behaviour else None,
+        behaviour_prompt_mask=behaviour[1] if behaviour else None,
+        step_rewards=_optional_rows(batches, "step_rewards", width, 0.0),
+        step_end=_optional_rows(batches, "step_end", width, False),
     )
 
 
@@ -110,4 +150,17 @@ def select_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         group_index=batch.group_index[rows],
         entropy=batch.entropy[rows, :width] if batch.entropy is not None else None,
         loss_mask=batch.loss_mask[rows, :width],
+        row_kind=batch.row_kind[rows],
+        behaviour_prompt_ids=_trim_left(batch.behaviour_prompt_ids[rows], batch.behaviour_prompt_mask[rows])[0]
+        if batch.behaviour_prompt_ids is not None else None,
+        behaviour_prompt_mask=_trim_left(batch.behaviour_prompt_ids[rows], batch.behaviour_prompt_mask[rows])[1]
+        if batch.behaviour_prompt_ids is not None else None,
+        step_rewards=batch.step_rewards[rows, :width] if batch.step_rewards is not None else None,
+        step_end=batch.step_end[rows, :width] if batch.step_end is not None else None,
     )
+
+
+def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompts without the columns that are padding in every row."""
+    start = int((mask.sum(0) == 0).sum()) if ids.shape[0] else 0
+    return ids[:, start:], mask[:, start:]
