@@ -115,7 +115,7 @@ def test_the_step_filters_on_the_configured_metric(scripted, metric, kept):
     if metric is not None:
         object.__setattr__(cfg.algo, "dynamic_sampling_metric", metric)
     order = ["all_wrong_lengths", "all_right_lengths", "mixed", "all_wrong_short", "mixed_long", "mixed"]
-    run = SimpleNamespace(cfg=cfg, engine=None, tokenizer=_Tokenizer(), scoring=Scoring(), prompt_policy=None,
+    run = SimpleNamespace(cfg=cfg, engine=None, tokenizer=_Tokenizer(), scoring=Scoring(), prompt_policy=None, stages={},
                           sampler=PromptSampler([Task("q", 0, name) for name in order], seed=0, shuffle=False),
                           params=SamplingParams(n=N, max_new_tokens=MAX_LEN),
                           reward_errors=RewardErrorLog(None, "exact"))

@@ -24,7 +24,7 @@ import torch
 from rlvr.envs import SINGLE_TURN
 from rlvr.models import encode_prompt
 from rlvr.rollout.agent import EpisodeRun, run_episodes
-from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
+from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, concat_batches, select_rows
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
 from rlvr.verifiers.compose import RewardSpec, Term, compose
@@ -77,7 +77,28 @@ class ScoredSamples:
     episodes: list[dict[str, int]] | None = None  # per row of an episode run: turns, tool_calls, tool_errors, ...
     transcripts: list[list[dict[str, Any]]] | None = None  # per row of an episode run: the conversation as it went
 
-    def select(self, rows: list[int], batch: RolloutBatch) -> ScoredSamples:
+    @classmethod
+    def concat(cls, parts: list[ScoredSamples], pad_id: int, *, keep_groups: bool = False) -> ScoredSamples:
+        """One set of samples from several (rlvr.rollout.base.concat_batches: group ids made distinct, or kept with
+        ``keep_groups``); a reward component missing from a part counts 0 there, metrics are the first part's."""
+        if len(parts) == 1:
+            return parts[0]
+        names = list(dict.fromkeys(n for p in parts for n in p.components))
+        joined = lambda field_: [x for p in parts for x in getattr(p, field_)]  # noqa: E731
+        return cls(
+            concat_batches([p.batch for p in parts], pad_id, keep_groups=keep_groups), joined("tasks"),
+            joined("responses"), joined("verdicts"), joined("rewards"),
+            {n: [x for p in parts for x in p.components.get(n, [0.0] * len(p.rewards))] for n in names},
+            dict(parts[0].metrics),
+            episodes=joined("episodes") if all(p.episodes is not None for p in parts) else None,
+            transcripts=joined("transcripts") if all(p.transcripts is not None for p in parts) else None,
+        )
+
+    def select(self, rows: list[int], batch: RolloutBatch | None = None) -> ScoredSamples:
+        """The samples of the given rows (``batch``: their sub-batch when the caller already has it)."""
+        if batch is None:
+            index = torch.tensor(rows, dtype=torch.long, device=self.batch.response_ids.device)
+            batch = select_rows(self.batch, index)
         return ScoredSamples(batch, [self.tasks[i] for i in rows], [self.responses[i] for i in rows],
                              [self.verdicts[i] for i in rows], [self.rewards[i] for i in rows],
                              {k: [v[i] for i in rows] for k, v in self.components.items()},

@@ -55,12 +55,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any]) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any],
+                    folders: dict[str, Any] | None = None) -> Path:
+    """checkpoint-STEP: the policy as a Hugging Face folder, the trainer state, and ``folders`` (second models a run
+    trains, such as an implicit PRM: {name: object with save_pretrained}) as Hugging Face folders inside it. Written
+    to a temporary folder and renamed, so a kill leaves the previous checkpoint whole."""
     final = run_dir / f"checkpoint-{step}"
     tmp = run_dir / f"{TMP_PREFIX}{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    for name, other in (folders or {}).items():
+        other.save_pretrained(tmp / name)
+        tokenizer.save_pretrained(tmp / name)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     _fsync_tree(tmp)
     if final.exists():  # the same step saved again (a resumed run): move the old one aside first

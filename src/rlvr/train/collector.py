@@ -17,18 +17,23 @@ from typing import Any
 
 from rlvr.algos import advantages
 from rlvr.envs.tools import take_raised
+from rlvr.rollout.stages import StageContext, run_stages
 from rlvr.train.rollouts import collect_rollouts, greedy_baseline
 
 
 def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
     """(samples, collection metrics, greedy baselines or None) of ``step``: the engine samples group_size responses
-    per prompt and every response is scored; ReMax's greedy baselines where the estimator needs them."""
+    per prompt and every response is scored; the collection stages add or replace rows (rlvr.rollout.stages);
+    ReMax's greedy baselines where the estimator needs them."""
     cfg = run.cfg
     samples, collected = collect_rollouts(
         run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
         dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
         prompt_policy=run.prompt_policy, metric=getattr(cfg.algo, "dynamic_sampling_metric", "score"),
     )
+    samples, staged = run_stages(run.stages, samples, StageContext(run.engine, run.tokenizer, run.params, run.scoring,
+                                                                   run.prompt_policy, cfg), step)
+    collected.update(staged)
     run.reward_errors.observe(step, samples.tasks, samples.verdicts)
     run.reward_errors.observe_tools(step, take_raised())
     collected.update(run.reward_errors.metrics())

@@ -16,6 +16,7 @@ there is more than one update, or a part needs them (TIS); otherwise the engine'
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import torch
 from rlvr.algos import advantages, losses, offpolicy
 from rlvr.config import Config
 from rlvr.rollout import RolloutBatch
+from rlvr.rollout import provenance
 from rlvr.train.group import SINGLE, LearnerGroup, gather_rows
 from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_gradients
 from rlvr.train.parts import StepPart
@@ -47,6 +49,9 @@ class Experience:
     ref_logp: torch.Tensor | None = None
     old_values: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    process_rewards: torch.Tensor | None = None  # step rewards on each step's last token (rlvr.rewards.process)
+    step_end: torch.Tensor | None = None  # bool, the last token of each step
+    loss_inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # rows first; losses receive them by name
     metrics: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -165,24 +170,36 @@ def forward_rows(model, batch: RolloutBatch, rows: torch.Tensor, cfg: Config, gr
     return PolicyOutput(whole(logps), whole(entropies) if with_entropy else None)
 
 
+def behaviour_view(batch: RolloutBatch) -> RolloutBatch:
+    """The batch as it was sampled: the prompts of rows sampled in another context (Guide's hinted prompt) in place of
+    the prompts they are trained on. The old policy's log-probs are taken in this context."""
+    if batch.behaviour_prompt_ids is None:
+        return batch
+    return dataclasses.replace(batch, prompt_ids=batch.behaviour_prompt_ids, prompt_mask=batch.behaviour_prompt_mask)
+
+
 def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts: Mapping[str, StepPart], cfg: Config,
                        *, engine_logprobs_serve: bool, reference=None,
-                       baseline_rewards: torch.Tensor | None = None, group: LearnerGroup = SINGLE) -> Experience:
+                       baseline_rewards: torch.Tensor | None = None, group: LearnerGroup = SINGLE,
+                       task_ids: list[str] | None = None) -> Experience:
     """Old log-probs, reference log-probs and values once; then the parts shape rewards and masks; then advantages.
     Every rank of ``group`` ends with the same, whole experience (each computes a shard of the log-probs)."""
     every = torch.arange(batch.size, device=batch.response_ids.device)
-    needs = set().union(*(p.needs for p in parts.values()))
+    estimator_needs = advantages.needs(cfg.algo.advantage)
+    needs = set().union(*(p.needs for p in parts.values())) | set(estimator_needs)
     epochs, mini_batches = updates_per_batch(cfg, batch.size)
-    old_from_rollout = engine_logprobs_serve and epochs * mini_batches == 1 and "old_logp" not in needs
+    old_from_rollout = (engine_logprobs_serve and epochs * mini_batches == 1 and "old_logp" not in needs
+                        and provenance.all_sampled(batch.row_kind))
     exp = Experience(
         batch=batch, rewards=rewards, loss_mask=batch.loss_mask.clone(), old_logp=batch.logprobs,
         old_from_rollout=old_from_rollout, token_rewards=torch.zeros(batch.response_mask.shape, device=rewards.device),
         norm_length=cfg.algo.norm_length or cfg.rollout.max_new_tokens,
+        process_rewards=batch.step_rewards, step_end=batch.step_end, loss_inputs=provenance.kind_flags(batch.row_kind),
     )
     if not old_from_rollout:
         was_training = model.training
         model.eval()
-        exp.old_logp = forward_rows(model, batch, every, cfg, group).logp
+        exp.old_logp = forward_rows(model, behaviour_view(batch), every, cfg, group).logp
         model.train(was_training)
         exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.loss_mask))
     if "values" in needs:
@@ -191,19 +208,38 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
         exp.ref_logp = forward_rows(reference, batch, every, cfg, group).logp
     for part in parts.values():
         exp.metrics.update(part.shape(exp))
-    adv_inputs: dict[str, Any] = {"epsilon": cfg.algo.epsilon, **cfg.algo.advantage_options}
-    estimator_needs = advantages.needs(cfg.algo.advantage)
-    adv_rewards = exp.rewards
-    if "token_rewards" in estimator_needs:
-        adv_inputs["token_rewards"] = exp.token_rewards
-    else:  # outcome estimators see the per-token terms summed into the sequence reward
-        adv_rewards = exp.rewards + exp.token_rewards.sum(-1)
-    if "values" in estimator_needs:
-        adv_inputs["values"] = exp.old_values
-    if "baseline_rewards" in estimator_needs:
-        adv_inputs["baseline_rewards"] = baseline_rewards
-    exp.advantages = advantages.compute(cfg.algo.advantage, adv_rewards, batch.group_index, batch.response_mask, **adv_inputs)
+    adv_rewards, kwargs = estimator_inputs(exp, parts, cfg, baseline_rewards, task_ids)
+    exp.advantages = advantages.compute(cfg.algo.advantage, adv_rewards, batch.group_index, batch.response_mask, **kwargs)
     return exp
+
+
+def estimator_inputs(exp: Experience, parts: Mapping[str, StepPart], cfg: Config, baseline_rewards, task_ids):
+    """(rewards, keywords) of the advantage estimator: ``epsilon`` and
+    ``algo.advantage_options`` always, and what it declares it needs (rlvr.algos.advantages.register)."""
+    estimator_needs = advantages.needs(cfg.algo.advantage)
+    kwargs: dict[str, Any] = {"epsilon": cfg.algo.epsilon, **cfg.algo.advantage_options}
+    rewards = exp.rewards
+    available = {
+        "values": lambda: {"values": exp.old_values},
+        "baseline_rewards": lambda: {"baseline_rewards": baseline_rewards},
+        "old_logp": lambda: {"old_logp": exp.old_logp},
+        "ref_logp": lambda: {"ref_logp": exp.ref_logp},
+        "entropy": lambda: {"entropy": exp.batch.entropy},
+        "process_rewards": lambda: {"process_rewards": exp.process_rewards, "step_end": exp.step_end},
+        "step_state": lambda: {"step_state": next(p.step_state for p in parts.values() if p.step_state is not None),
+                               "task_ids": list(task_ids or [])},
+    }
+    for need in estimator_needs:
+        if need != "token_rewards":
+            kwargs.update(available[need]())
+    if "token_rewards" in estimator_needs:
+        kwargs["token_rewards"] = exp.token_rewards
+    else:  # outcome estimators see the per-token terms summed into the sequence reward
+        rewards = exp.rewards + exp.token_rewards.sum(-1)
+    if "process_rewards" in estimator_needs and exp.process_rewards is None:
+        raise ValueError(f"algo.advantage={cfg.algo.advantage} needs step rewards: set reward.process (e.g. "
+                         "{source: arith_steps}) or a part that provides them (algo.implicit_prm)")
+    return rewards, kwargs
 
 
 def rows_needing_gradients(exp: Experience, parts: Mapping[str, StepPart], cfg: Config) -> torch.Tensor:
@@ -356,7 +392,7 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
         pg_loss, loss_metrics = losses.compute(
             algo.loss, out.logp, exp.old_logp[r], exp.advantages[r], mask, clip_low=algo.clip_low,
             clip_high=algo.clip_high, dual_clip=algo.dual_clip, agg=agg, norm_length=exp.norm_length,
-            token_weights=weights,
+            token_weights=weights, **algo.loss_options, **{k: v[r] for k, v in exp.loss_inputs.items()},
         )
         units = losses.aggregation_units(mask, agg) if group_rows else 0
         weight = units / total_units

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from rlvr.config import Config
+from rlvr.rollout import provenance
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.learner import learn, prepare_experience
 from rlvr.progress import progress_bar
@@ -40,7 +41,7 @@ def train(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, Any
             # 2-3. once per batch: old / reference log-probs and values, reward shaping by the parts, advantages
             exp = prepare_experience(run.model, samples.batch, rewards, run.parts, cfg, reference=run.reference,
                                      engine_logprobs_serve=run.engine_logprobs_serve, baseline_rewards=baseline,
-                                     group=group)
+                                     group=group, task_ids=[t.id for t in samples.tasks])
             # 4. learner: ppo_epochs x mini_batches optimizer steps; then the engine samples from the new weights
             update = learn(run.model, run.optimizer, exp, run.parts, cfg, generator=run.shuffle_generator(step),
                            group=group, loss_scale=run.loss_scale)
@@ -83,6 +84,7 @@ def step_metrics(step: int, samples, exp, update: dict[str, Any], collected: dic
         **update,
         "adv_mean": float((exp.advantages * mask).sum() / mask.sum().clamp(min=1)),
         "groups": int(torch.unique(exp.batch.group_index).numel()),
+        **provenance.kind_metrics(exp.batch.row_kind, rewards),
         **collected,
         **{f"verdict_{s}": n / len(verdicts) for s, n in _status_counts(verdicts).items()},
         "time_s": elapsed,

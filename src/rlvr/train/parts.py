@@ -43,6 +43,7 @@ class StepPart:
     entropy_grad = False  # ... with its gradient
     value_head: torch.nn.Module | None = None  # a critic head on the policy's trunk, run in the same forward
     mini_batch_entropy = False  # begin_update needs the entropy of every row of the mini-batch
+    step_state: dict[str, Any] | None = None  # state the advantage estimator keeps across steps ("step_state" need)
 
     def shape(self, exp) -> dict[str, float]:
         return {}
@@ -83,6 +84,11 @@ class StepPart:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+    def checkpoint_folders(self) -> dict[str, Any]:
+        """Models the part trains that are saved as their own Hugging Face folders in each checkpoint:
+        {folder name: object with save_pretrained(path)}."""
+        return {}
 
 
 @dataclass
@@ -315,6 +321,31 @@ class SeparateCritic(StepPart):
             self.head.load_state_dict(state["head"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.steps_done = state["steps_done"]
+
+
+@register_part("estimator_inputs")
+def _estimator_inputs(cfg: Config, ctx: PartContext):
+    wanted = set(advantages.needs(cfg.algo.advantage)) & {"old_logp", "ref_logp", "step_state"}
+    return EstimatorInputs(wanted, ctx.load_reference() if "ref_logp" in wanted else None) if wanted else None
+
+
+class EstimatorInputs(StepPart):
+    """What an advantage estimator declares it needs beyond the rewards: the trainer's old log-probs, the reference
+    model's log-probs (loaded for the estimator when no KL term loads it) and ``step_state``, a dict the estimator keeps
+    across steps (e.g. per-prompt running statistics), saved with every checkpoint."""
+
+    def __init__(self, wanted: set[str], reference: torch.nn.Module | None):
+        self.needs = frozenset(wanted - {"step_state"})
+        self.reference = reference
+        self.step_state = {} if "step_state" in wanted else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step_state": copy.deepcopy(self.step_state)} if self.step_state is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.step_state is not None and "step_state" in state:
+            self.step_state.clear()
+            self.step_state.update(copy.deepcopy(state["step_state"]))
 
 
 @register_part("tis")

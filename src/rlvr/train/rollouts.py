@@ -64,13 +64,8 @@ def collect_rollouts(engine, tokenizer, sampler: PromptSampler, params: Sampling
                "informative_groups": n_kept, **first.metrics}
     if not kept:  # no group had answers of different correctness: train on the first round
         return first, metrics
-    merged = ScoredSamples(
-        concat_batches([r.batch for r in kept], tokenizer.pad_token_id),
-        [t for r in kept for t in r.tasks], [x for r in kept for x in r.responses], [v for r in kept for v in r.verdicts],
-        [x for r in kept for x in r.rewards], {name: [x for r in kept for x in r.components.get(name, [0.0] * len(r.rewards))]
-         for name in dict.fromkeys(n for r in [first, *kept] for n in r.components)},
-        episodes=[x for r in kept for x in r.episodes] if all(r.episodes is not None for r in kept) else None,
-    )
+    merged = ScoredSamples.concat(kept, tokenizer.pad_token_id)
+    merged.metrics = {}
     return merged, metrics
 
 

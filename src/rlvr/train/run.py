@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import random
 import shutil
@@ -22,6 +23,7 @@ from rlvr.models.lora import AdapterDisabled, apply_lora, load_adapter, require_
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.agent import check_template
 from rlvr.rollout.episodes import PromptPolicy, Scoring
+from rlvr.rollout.stages import build_stages
 from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.determinism import set_up_numerics
@@ -229,6 +231,7 @@ class TrainingRun:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.train()
 
+        @functools.cache  # parts that need the reference share one
         def load_reference():
             # the reference is the initial policy: with LoRA the base weights with the adapter disabled (no copy);
             # otherwise the model folder when resuming, else a copy before any update
@@ -244,7 +247,7 @@ class TrainingRun:
         policy_params = [p for p in self.model.parameters() if p.requires_grad]
         ctx = PartContext(self.model, load_reference, trainable=list(policy_params), group=group)
         self.parts = build_parts(cfg, ctx)
-        self.reference = next((getattr(p, "reference") for p in self.parts.values() if hasattr(p, "reference")), None)
+        self.reference = next((r for p in self.parts.values() if (r := getattr(p, "reference", None)) is not None), None)
         # the engine's model on the main rank (the policy itself, or a full copy where the strategy shards it), then
         # the policy as the strategy holds it; the parameters the parts added stay as they are
         self.engine_model = group.engine_model(self.model)
@@ -260,6 +263,7 @@ class TrainingRun:
         # sampled one step off-policy (cluster.async_rollouts), the engine's log-probs never serve as the old policy's
         self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None) \
             and not cfg.cluster.async_rollouts
+        self.stages = build_stages(cfg)  # collection stages (rlvr.rollout.stages), run by the collector
         self.collector = Collector(self, asynchronous=bool(cfg.cluster.async_rollouts) and group.is_main)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
         self.optimizer = make_optimizer(trainable, cfg)
@@ -297,6 +301,8 @@ class TrainingRun:
         self.sampler.load_state_dict(state["sampler"])
         for name, part in self.parts.items():
             part.load_state_dict(state.get("parts", {}).get(name, {}))
+        for name, stage in self.stages.items():
+            stage.load_state_dict(state.get("stages", {}).get(name, {}))
         if "value_head" in state and "value_head" in self.parts:  # checkpoints written before parts had state
             self.parts["value_head"].load_state_dict({"value_head": state["value_head"]})
         set_rng_state(state["rng"])
@@ -312,6 +318,7 @@ class TrainingRun:
         return {"optimizer": self.group.optimizer_state(self.model, self.optimizer), "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "parts": {n: p.state_dict() for n, p in self.parts.items()},
                 "runner_counts": runner_counts(self.reward_runner.stats(), self.runner_before),
+                "stages": {n: s.state_dict() for n, s in self.stages.items()},
                 "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict(),
                 "loss_scale": self.loss_scale.state_dict()}
 
@@ -388,7 +395,8 @@ class TrainingRun:
 
     def _save(self, step: int, state: dict[str, Any]) -> None:
         try:
-            save_checkpoint(self.dir, step, self.engine_model, self.tokenizer, state)
+            folders = {name: model for part in self.parts.values() for name, model in part.checkpoint_folders().items()}
+            save_checkpoint(self.dir, step, self.engine_model, self.tokenizer, state, folders=folders)
         except OSError as exc:
             remove_partial_checkpoints(self.dir)
             previous = latest_checkpoint(self.dir)

@@ -1,0 +1,5 @@
+"""The built-in collection stages (rlvr.rollout.stages), imported in the order they run: stages that add rows
+(hints, expert traces, extra rollouts) first, then the step rewards of every row, then the filters that read them,
+then the verification tasks built from the step's own answers."""
+
+from rlvr.rollout import stage_hints, stage_experts, stage_dars, stage_process, stage_prof, stage_self_verify  # noqa: F401
