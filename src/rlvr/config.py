@@ -125,6 +125,9 @@ class AlgoConfig:
     dars_max_extra: int = 0  # DARS: most extra rollouts given to a hard prompt (0 = off)
     dars_schedule: str = "equal"  # DARS top-up: "equal" (equal treatment) or "hardness" (hardness-weighted)
     prof_filter: bool = False  # PROF: drop rollouts whose step scores disagree with the outcome (needs reward.process)
+    self_verify_per_step: int = 0  # RISE: answers of each step turned into verification tasks for the policy (0 = off)
+    self_verify_template: str | None = None  # the verification prompt with {prompt} and {response} (None = RISE's wording)
+    self_verify_mode: str = "rise"  # "rise" (rate the own answer 1 / -0.5 / -1) or "critique" (Critique-RL's judgement)
     implicit_prm: bool = False  # PRIME: train an implicit process reward model beside the policy
     prm_beta: float = 0.05  # PRIME's beta: token reward = beta * (log pi_prm - log pi_ref)
     prm_lr: float | None = None  # the implicit PRM's learning rate (None = train.lr)
@@ -277,6 +280,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "algo.dars_max_extra": (lambda v: v >= 0, ">= 0 (0 = off)"),
     "algo.dars_schedule": _one_of("equal", "hardness"),
     "algo.prm_beta": (lambda v: v > 0, "> 0"),
+    "algo.self_verify_per_step": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "algo.self_verify_mode": _one_of("rise", "critique"),
     "algo.prm_lr": (lambda v: v > 0, "null or > 0"),
     "algo.teacher_coef": (lambda v: v >= 0, ">= 0"),
     "algo.is_correction": _one_of("tis", "seq_tis", "seq_mask", "token_mask", "geo_mask"),
