@@ -2,7 +2,7 @@
 
 A problem belongs to the held-out split when a hash of its text falls in the held-out bucket, so the two
 splits never share a problem however many of each are drawn, and the split of a problem never depends on
-the seed.
+the seed. ``arithmetic:chain`` specs name the multi-term family with worked solutions (chain.py).
 """
 
 from __future__ import annotations
@@ -97,5 +97,11 @@ def parse_spec(text: str) -> tuple[str, ArithmeticSpec, int, int]:
 
 
 def from_spec(text: str) -> list[Task]:
+    """The tasks of ``arithmetic:SPLIT[:options]``, or of ``arithmetic:chain[:options]`` (multi-term problems
+    with worked solutions, chain.py)."""
+    if text.split(":", 2)[1:2] == ["chain"]:
+        from rlvr.tasks import chain
+
+        return chain.from_spec(text)
     split, spec, n, seed = parse_spec(text)
     return sample_problems(spec, split, n, seed)
