@@ -1,5 +1,5 @@
-"""Noisy-verifier corrections (Cai et al., 2025, "Reinforcement Learning with Verifiable yet Noisy Rewards under
-Imperfect Verifiers", arXiv 2510.00915, Sec. 3) and the check of which advantage estimators undo them.
+"""Noisy-verifier corrections ("Reinforcement Learning with Verifiable yet Noisy Rewards under
+Imperfect Verifiers", 2025, arXiv 2510.00915) and the check of which advantage estimators undo them.
 
 The verifier's reward R~ in {0, 1} is the true reward R seen through a noise channel with
     rho0 = P(R~ = 1 | R = 0)   (false positives)      rho1 = P(R~ = 0 | R = 1)   (false negatives).
@@ -42,7 +42,7 @@ def check_rates(false_positive: float, false_negative: float) -> None:
 
 
 def backward(rewards: torch.Tensor, false_positive: float, false_negative: float) -> torch.Tensor:
-    """Backward correction (Cai et al., 2025, Eq. for the unbiased estimator): (R~ - rho0) / (1 - rho0 - rho1).
+    """Backward correction (arXiv 2510.00915, the unbiased estimator): (R~ - rho0) / (1 - rho0 - rho1).
 
     E[R^ | R = 1] = ((1 - rho1) - rho0) / (1 - rho0 - rho1) = 1 and E[R^ | R = 0] = (rho0 - rho0) / (...) = 0."""
     check_rates(false_positive, false_negative)
@@ -50,7 +50,7 @@ def backward(rewards: torch.Tensor, false_positive: float, false_negative: float
 
 
 def forward(rewards: torch.Tensor, false_negative: float) -> torch.Tensor:
-    """Forward correction weights (Cai et al., 2025): rho1 where R~ = 1, rho1 - 1 where R~ = 0 (R~ read as 1 when
+    """Forward correction weights (arXiv 2510.00915): rho1 where R~ = 1, rho1 - 1 where R~ = 0 (R~ read as 1 when
     above 0.5), the weight each response's score function gets in the policy gradient."""
     check_rates(0.0, false_negative)
     return torch.where(rewards > 0.5, torch.full_like(rewards, false_negative), torch.full_like(rewards, false_negative - 1.0))
