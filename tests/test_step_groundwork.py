@@ -224,3 +224,15 @@ def test_an_estimator_that_needs_step_rewards_says_which_key_provides_them(tiny_
     exp.process_rewards, exp.step_end = torch.ones(2, 4), torch.ones(2, 4, dtype=torch.bool)
     _, kwargs = estimator_inputs(exp, {}, cfg, None, None)
     assert kwargs["process_rewards"] is exp.process_rewards and kwargs["step_end"] is exp.step_end
+
+
+def test_step_rewards_are_scored_on_every_row_when_reward_process_is_set(tiny_model_dir, tmp_path):
+    from rlvr.config import ConfigError
+
+    cfg = config_from_dict({**one_digit_rl_config(tiny_model_dir, tmp_path / "run", steps=2),
+                            "data": {"train": "arithmetic:chain:terms=2", "prompts_per_step": 4},
+                            "reward": {"process": {"source": "arith_steps"}}})
+    rows = read_metrics(train(cfg))
+    assert all(r["process/steps_mean"] >= 1.0 for r in rows)
+    with pytest.raises(ConfigError, match=r"reward.process.source: unknown process-reward source 'arith'.*arith_steps"):
+        config_from_dict({"reward": {"process": {"source": "arith"}}})

@@ -520,6 +520,8 @@ def _build(values: dict, sources: dict) -> Config:
                           "use one of the two, not both (they would penalise length twice)")
     if cfg.model.lora is not None:
         _check_lora(cfg, sources)
+    if cfg.reward.process is not None:
+        _check_process_rewards(cfg.reward.process, sources.get("reward.process", "<config>"))
     if cfg.reward.policy:
         _check_policy_rewards(cfg.reward.policy, sources.get("reward.policy", "<config>"))
     if cfg.reward.terms:
@@ -530,6 +532,21 @@ def _build(values: dict, sources: dict) -> Config:
         except RewardSpecError as exc:
             raise ConfigError(f"{sources.get('reward.terms', '<config>')}: {exc}") from None
     return cfg
+
+
+def _check_process_rewards(spec: Any, where: str) -> None:
+    """reward.process is {source: <registered process-reward source>, options: {...}}."""
+    from rlvr.rewards.process import process_source_names
+
+    known = process_source_names()
+    if not isinstance(spec, dict) or set(spec) - {"source", "options"} or "source" not in spec:
+        raise ConfigError(f"{where}: reward.process: expected {{source: NAME, options: {{...}}}} with source one of "
+                          f"{', '.join(known)}, got {spec!r}")
+    if spec["source"] not in known:
+        raise ConfigError(f"{where}: reward.process.source: unknown process-reward source {spec['source']!r}"
+                          f"{_suggest(str(spec['source']), known)}; known: {', '.join(known)}")
+    if not isinstance(spec.get("options") or {}, dict):
+        raise ConfigError(f"{where}: reward.process.options: expected a mapping, got {spec['options']!r}")
 
 
 def _check_lora(cfg: Config, sources: Mapping[str, str]) -> None:
