@@ -1,7 +1,7 @@
 """Entropy control by the tokens that drive entropy collapse: Clip-Cov and KL-Cov (Cui et al., 2025, "The Entropy
-Mechanism of Reinforcement Learning for Reasoning Language Models", arXiv 2505.22617, Sec. 4) and Lp-Reg's
-protection of low-probability tokens (Huang et al., 2025, "Low-probability Tokens Sustain Exploration in
-Reinforcement Learning with Verifiable Reward", arXiv 2510.03222, Sec. 3).
+Mechanism of Reinforcement Learning for Reasoning Language Models", arXiv 2505.22617) and Lp-Reg's
+protection of low-probability tokens ("Low-probability Tokens Sustain Exploration in
+Reinforcement Learning with Verifiable Reward", arXiv 2510.03222).
 
 Cov_t = (A_t - mean A)(logp_t - mean logp) over the valid tokens of the (micro-)batch the loss sees, rows with zero
 advantage included: both losses register ``zero_at_zero_advantage=False`` so the trainer never drops those rows and
@@ -26,10 +26,11 @@ KL_COV_DEFAULTS = {"kl_cov_ratio": 2e-3, "kl_coef": 1.0}
 def token_covariance(logp: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """Cov_t = (A_t - mean A)(sg(logp_t) - mean sg(logp)) with both means over the valid tokens; [N, T], no gradient.
 
-    Cui et al., 2025, Eq. 9 (the per-token term of the covariance between log-probability and advantage whose sum
-    drives the change of entropy, Eq. 7). Padding positions hold 0 and must be excluded by ``response_mask``."""
+    Cui et al., 2025: the per-token term of the covariance between log-probability and advantage whose batch
+    sum drives the change of entropy. Padding positions hold 0 and must be excluded by ``response_mask``."""
     m = response_mask.to(torch.bool)
-    lp, adv = logp.detach(), advantages.detach().to(lp.dtype)
+    lp = logp.detach()
+    adv = advantages.detach().to(lp.dtype)
     n = m.sum().clamp(min=1)
     mean_adv = (adv * m).sum() / n
     mean_lp = (lp * m).sum() / n
@@ -62,7 +63,7 @@ def clip_cov_mask(
 ) -> torch.Tensor:
     """Bool [N, T], True at the tokens Clip-Cov detaches: max(1, floor(cov_ratio * n_valid)) picked uniformly at
     random (without replacement) among the ``candidates`` whose covariance lies strictly inside (cov_lb, cov_ub);
-    all of them when fewer qualify (Cui et al., 2025, Sec. 4.2, "Clip-Cov")."""
+    all of them when fewer qualify (Cui et al., 2025, "Clip-Cov")."""
     eligible = candidates & (cov > cov_lb) & (cov < cov_ub)
     where = eligible.reshape(-1).nonzero().squeeze(-1)
     k = min(selection_count(cov_ratio, n_valid), where.numel())
@@ -77,7 +78,7 @@ def clip_cov_mask(
 def clip_cov(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_high=0.2, dual_clip=None,
              cov_ratio=CLIP_COV_DEFAULTS["cov_ratio"], cov_lb=CLIP_COV_DEFAULTS["cov_lb"],
              cov_ub=CLIP_COV_DEFAULTS["cov_ub"], generator: torch.Generator | None = None, seed: int = 0, **_):
-    """Clip-Cov (Cui et al., 2025, Sec. 4.2): the PPO clipped surrogate (``losses.ppo``) on every token, except a
+    """Clip-Cov (Cui et al., 2025): the PPO clipped surrogate (``losses.ppo``) on every token, except a
     random max(1, floor(r N)) of the tokens not already clipped by PPO whose Cov_t lies in (cov_lb, cov_ub): their
     loss and gradient are exactly 0. Defaults r = 2e-4, (1, 5), as in the paper and verl.
 
@@ -116,7 +117,7 @@ def kl_cov_mask(cov: torch.Tensor, response_mask: torch.Tensor, kl_cov_ratio: fl
 @losses.register("kl_cov", default_agg="token-mean", zero_at_zero_advantage=False)
 def kl_cov(logp, old_logp, advantages, response_mask, *, kl_cov_ratio=KL_COV_DEFAULTS["kl_cov_ratio"],
            kl_coef=KL_COV_DEFAULTS["kl_coef"], **_):
-    """KL-Cov (Cui et al., 2025, Sec. 4.2): L_t = -A_t r_t + kl_coef |logp_t - old_logp_t| on the top
+    """KL-Cov (Cui et al., 2025): L_t = -A_t r_t + kl_coef |logp_t - old_logp_t| on the top
     max(1, floor(k N)) valid tokens by Cov_t, and the plain L_t = -A_t r_t on every other token: no PPO clipping
     anywhere (verl's ``compute_policy_loss_kl_cov`` likewise ignores the clip range). Defaults k = 2e-3 (the paper's
     7B setting; 2e-4 for 32B), kl_coef = 1 (verl's ``ppo_kl_coef``).
@@ -139,7 +140,7 @@ K3_CAP = 10.0  # verl's low_var_kl clamps the estimate to [-10, 10]
 
 
 def minp_kept_logmass(logits: torch.Tensor, kappa: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Min-p proxy of a distribution (Huang et al., 2025, Sec. 3.2, Eq. 4): keep the tokens with p_v >= kappa * max p.
+    """Min-p proxy of a distribution (Lp-Reg, arXiv 2510.03222; ``dp_actor.apply_min_p`` in its code): keep the tokens with p_v >= kappa * max p.
 
     ``logits`` [..., V] (already temperature-scaled) -> (log sum_{kept} p_v, log(kappa * max p)), each [...].
     A sampled token y is kept iff log p_y >= the second value; its proxy log-prob is then log p_y - the first
@@ -181,7 +182,7 @@ def lowest_logp_tokens(logp: torch.Tensor, pool: torch.Tensor, frac: float) -> t
 def lp_reg_selection(logp: torch.Tensor, proxy_logp: torch.Tensor, advantages: torch.Tensor,
                      response_mask: torch.Tensor, *, neg_frac: float = LP_REG_DEFAULTS["neg_frac"],
                      pos_frac: float = LP_REG_DEFAULTS["pos_frac"]) -> torch.Tensor:
-    """Bool [N, T]: the tokens Lp-Reg regularises (Huang et al., 2025, Sec. 3.3; CarlanLark/Lp-Reg-dev,
+    """Bool [N, T]: the tokens Lp-Reg regularises (Lp-Reg, arXiv 2510.03222; CarlanLark/Lp-Reg-dev,
     ``verl/trainer/ppo/core_algos.py::compute_policy_loss_lp_reg``): among the valid tokens with A < 0 (and,
     with pos_frac > 0, those with A > 0 separately), the fraction with the lowest current log-prob, kept only where
     the current log-prob is below the proxy's (log pi_theta < log pi_proxy)."""
