@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
+from rlvr.eval.calibration import verdict_correct
 from rlvr.verifiers import Verdict, verify
 
 MAX_SUBSETS = 256
@@ -27,7 +28,7 @@ def equivalence_for(verifier: str, options: dict | None = None) -> Callable[[str
         if a == b:
             return True
         response = f"\\boxed{{{a}}}" if verifier == "math" else a
-        return verify(verifier, response, b, **options).score >= 1.0
+        return verdict_correct(verify(verifier, response, b, **options))
 
     return same
 
@@ -81,7 +82,7 @@ def task_majority(verdicts: Sequence[Verdict], ks: Sequence[int], same: Callable
                   *, seed: int = 0) -> dict[int, float]:
     """maj@k for one task's sampled verdicts, for every k."""
     groups = group_answers([v.extracted for v in verdicts], same)
-    correct = [v.score >= 1.0 for v in verdicts]
+    correct = [verdict_correct(v) for v in verdicts]
     return {k: majority_at_k(groups, correct, k, seed=seed) for k in ks}
 
 

@@ -165,7 +165,8 @@ def _format_ci(metric: str, ci: Any, *, signed: bool = False) -> str:
 
 def _summary_section(path: Path, summary: dict[str, Any]) -> str:
     facts = [f"{label}: {html.escape(str(summary[key]))}" for key, label in
-             (("model", "model"), ("data", "data"), ("step", "step"), ("n_tasks", "tasks"), ("samples_per_task", "samples per task"))
+             (("model", "model"), ("data", "data"), ("step", "step"), ("n_tasks", "tasks"), ("samples_per_task", "samples per task"),
+              ("calibration_n", "samples with a stated confidence"), ("ece_bins", "ECE bins (equal width)"))
              if key in summary]
     rows = "".join(
         f"<tr><td>{html.escape(metric)}</td><td>{_format_value(metric, entry['value'])}</td>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rlvr.eval.calibration import verdict_correct
 from rlvr.eval.passk import pass_at_k
 from rlvr.rollout import RolloutEngine, SamplingParams, build_engine
 from rlvr.rollout.episodes import PromptPolicy, Scoring, generate_and_score
@@ -25,7 +26,7 @@ class TaskResult:
 
     @property
     def n_correct(self) -> int:
-        return sum(v.score >= 1.0 for v in self.verdicts)
+        return sum(verdict_correct(v) for v in self.verdicts)
 
 
 def sample_tasks(

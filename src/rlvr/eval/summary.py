@@ -4,6 +4,10 @@
     {"pass@1": {"value": 0.52, "ci95": [0.48, 0.56]}, "pass@4": {...}, "maj@4": {...},
      "reward_mean": {...}, "response_length": {...}, "n_tasks": 500, "samples_per_task": 4, ...}
 
+Verdicts that carry a stated confidence (the ``calibrated`` verifier) add, per sample, ``confidence`` and ``correct``,
+and to the summary ``ece``, ``brier``, ``auroc`` (with intervals), ``ece_bins``, ``calibration_n`` and
+``confidence_stated`` (rlvr.eval.calibration); other summaries have none of these keys.
+
 Tasks run in an environment add, per task and in the summary: "turns" (assistant turns per episode), "tool_calls"
 (per episode) and "tool_error_rate" (failed calls over calls; 0 for a task without calls).
 """
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.eval.calibration import summary_entries as calibration_entries, verdict_confidence
 from rlvr.eval.intervals import stat as _stat
 from rlvr.eval.majority import equivalence_for, task_majority
 from rlvr.eval.passk import pass_at_k
@@ -43,12 +48,28 @@ def task_rows(results: list[TaskResult], ks: Sequence[int], *, verifier: str, se
             **(episode_stats(r.episodes) if r.episodes is not None else {}),
             "samples": [
                 {"response": text, "score": v.score, "status": v.status.value, "reason": v.reason,
-                 "extracted": v.extracted, "length": length, **({"transcript": talk} if talk is not None else {})}
+                 "extracted": v.extracted, "length": length, **_stated_confidence(v),
+                 **({"transcript": talk} if talk is not None else {})}
                 for text, v, length, talk in zip(r.responses, r.verdicts, r.lengths or [0] * n,
                                                  r.transcripts or [None] * n)
             ],
         })
     return rows
+
+
+def _stated_confidence(verdict) -> dict[str, Any]:
+    pair = verdict_confidence(verdict)
+    return {"confidence": pair[0], "correct": pair[1]} if pair is not None else {}
+
+
+_UNDECIDED = ("timeout", "error", "undecidable")
+
+
+def calibration_of_rows(rows: list[dict[str, Any]], *, seed: int = 0) -> dict[str, Any]:
+    """The calibration entries of the summary from the rows' samples ({} when none stated a confidence)."""
+    pairs = [[(s["confidence"], s["correct"]) for s in row.get("samples", ()) if "confidence" in s] for row in rows]
+    decided = sum(s.get("status") not in _UNDECIDED for row in rows for s in row.get("samples", ()))
+    return calibration_entries(pairs, decided=decided, seed=seed)
 
 
 def episode_stats(episodes: list[dict[str, int]]) -> dict[str, float]:
@@ -74,6 +95,7 @@ def summarize(rows: list[dict[str, Any]], ks: Sequence[int], *, seed: int = 0) -
     for name in AGENT_STATS:
         if all(name in row for row in rows):
             summary[name] = _stat([row[name] for row in rows], seed)
+    summary.update(calibration_of_rows(rows, seed=seed))
     summary["n_tasks"] = len(rows)
     summary["samples_per_task"] = rows[0]["n"]
     return summary

@@ -152,8 +152,9 @@ def calibrated(response: str, reference: Any = None, *, inner: str = "exact", in
                           meta=meta, truncated=truncated)
     details: dict[str, Any] = {"mode": mode, "confidence": q, "inner": _inner_summary(verdict)}
     if verdict.status in _UNDECIDED:
+        error = verdict.details.get("error") if isinstance(verdict.details, dict) else None
         return Verdict(0.0, verdict.status, f"inner_{verdict.reason}", extracted=verdict.extracted,
-                       details={**details, "correct": None})
+                       details={**details, "correct": None, **({"error": error} if error is not None else {})})
     correct = verdict.status is Status.CORRECT
     status = Status.CORRECT if correct else Status.INCORRECT
     details["correct"] = correct
