@@ -26,12 +26,24 @@ Sources (``reward_source_names()``), each declaring what it needs (``get_reward_
 ``forward`` must handle left padding the way the trainer's own log-prob pass does (e.g. position ids from the
 attention mask); "rlpr" and "verifree" only pass right-padded sequences. Rewards are float32 on the model's device.
 A source is registered with ``register_reward_source(name, needs=(...))``; ``compute`` checks the needs first.
+
+Process rewards (one reward per reasoning step, on the step's last token) have their own registry in
+``rlvr.rewards.process``: ``compute_process(name, batch, responses, tasks, tokenizer, **options)`` ->
+``ProcessRewards(values, step_end)``, sources "arith_steps" and "prm" (``process_source_names()``).
 """
 
 from rlvr.rewards import confidence as _confidence  # noqa: F401  (registers self_certainty, negative_entropy)
 from rlvr.rewards import probability as _probability  # noqa: F401  (registers rlpr, verifree)
 from rlvr.rewards import voting as _voting  # noqa: F401  (registers majority_vote, semantic_entropy)
 from rlvr.rewards.probability import StdThreshold, reference_logprobs, std_filter
+from rlvr.rewards.process import (
+    ProcessRewards,
+    compute_process,
+    process_source_names,
+    register_process_source,
+    step_metrics,
+    step_spans,
+)
 from rlvr.rewards.registry import (
     Forward,
     PolicyBatch,
@@ -43,5 +55,7 @@ from rlvr.rewards.registry import (
 )
 from rlvr.rewards.voting import majority_labels
 
-__all__ = ["Forward", "PolicyBatch", "RewardSource", "StdThreshold", "compute", "get_reward_source",
-           "majority_labels", "reference_logprobs", "register_reward_source", "reward_source_names", "std_filter"]
+__all__ = ["Forward", "PolicyBatch", "ProcessRewards", "RewardSource", "StdThreshold", "compute", "compute_process",
+           "get_reward_source", "majority_labels", "process_source_names", "reference_logprobs",
+           "register_process_source", "register_reward_source", "reward_source_names", "std_filter", "step_metrics",
+           "step_spans"]

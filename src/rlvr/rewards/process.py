@@ -1,0 +1,354 @@
+"""Process rewards: a reward per reasoning step, placed on the step's last token (docs/rewards.md, "Process rewards").
+
+    from rlvr.rewards.process import compute_process, step_metrics
+    pr = compute_process("arith_steps", batch, responses, tasks, tokenizer)   # ProcessRewards
+    pr.values    # [N, T] float32: each step's reward on its last token, 0 elsewhere
+    pr.step_end  # [N, T] bool: True on the last token of each step
+
+``batch`` is the RolloutBatch of the responses (``response_ids`` / ``response_mask`` [N, T], right-padded),
+``responses[i]`` the decoded text of row i, ``tasks[i]`` its Task and ``tokenizer`` the policy's. A step is a span
+of response tokens ending at a delimiter (``step_spans``). Sources (``process_source_names()``):
+
+- ``arith_steps``: rule-checked lines ``a op b = c`` (+1 true, -1 false), the step checker of ``arithmetic:chain``
+  tasks and of PURE's reward-hacking demonstration (Cheng et al. 2025, "Stop Summation: Min-Form Credit Assignment
+  Is All Process Reward Model Needs for Reasoning", section 5).
+- ``prm``: a local Hugging Face token classifier with two labels (a process reward model, as in Math-Shepherd,
+  Wang et al. 2024): the step score is p(label 1) - p(label 0) at the step's last token.
+
+A source is ``fn(batch, responses, tasks, tokenizer, **options) -> ProcessRewards``, registered with
+``@register_process_source(name)``; ``compute_process`` checks its options and its output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.errors import UnknownName, UserError
+
+
+@dataclass
+class ProcessRewards:
+    """values[N, T] float32: the step's reward on its last token, 0 elsewhere; step_end[N, T] bool: True on the last
+    token of each step (a step may have reward 0 and still be a step)."""
+
+    values: torch.Tensor
+    step_end: torch.Tensor
+
+
+ProcessSource = Callable[..., ProcessRewards]
+_SOURCES: dict[str, ProcessSource] = {}
+
+
+def register_process_source(name: str) -> Callable[[ProcessSource], ProcessSource]:
+    """Decorator registering ``fn(batch, responses, tasks, tokenizer, **options) -> ProcessRewards`` under ``name``.
+    Registering a different function under a taken name is a UserError; re-registering the same one is a no-op."""
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise UserError(f"a process source name must be a non-empty string without surrounding spaces, got {name!r}")
+
+    def decorator(fn: ProcessSource) -> ProcessSource:
+        old = _SOURCES.get(name)
+        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise UserError(f"process source {name!r} is already registered ({old.__module__}.{old.__qualname__})")
+        _SOURCES[name] = fn
+        return fn
+
+    return decorator
+
+
+def process_source_names() -> list[str]:
+    return sorted(_SOURCES)
+
+
+def get_process_source(name: str) -> ProcessSource:
+    try:
+        return _SOURCES[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), list(_SOURCES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownName(f"unknown process source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
+
+
+def _check_options(name: str, fn: ProcessSource, options: dict[str, Any]) -> None:
+    params = list(inspect.signature(fn).parameters.values())
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    known = [p.name for p in params[4:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise UserError(f"reward.process options: {', '.join(map(repr, unknown))} not known to process source "
+                        f"{name!r}; known: {', '.join(known) or 'none'}")
+
+
+def compute_process(name: str, batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any,
+                    **options: Any) -> ProcessRewards:
+    """The step rewards of every row of ``batch`` from the source ``name``, without gradients, checked: values
+    float32 and step_end bool, both [N, T] on the batch's device, non-zero values only on step ends, and step ends
+    only on response tokens."""
+    fn = get_process_source(name)
+    _check_options(name, fn, options)
+    ids, mask = batch.response_ids, batch.response_mask
+    if not len(responses) == len(tasks) == ids.shape[0]:
+        raise ValueError(f"process source {name!r}: {ids.shape[0]} rows, {len(responses)} responses and "
+                         f"{len(tasks)} tasks (expected one of each per row)")
+    with torch.no_grad():
+        out = fn(batch, responses, tasks, tokenizer, **options)
+    if not isinstance(out, ProcessRewards):
+        raise TypeError(f"process source {name!r} returned {type(out).__name__}, expected ProcessRewards")
+    for field, tensor in (("values", out.values), ("step_end", out.step_end)):
+        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != tuple(ids.shape):
+            got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise ValueError(f"process source {name!r}: {field} is {got}, expected a tensor of shape "
+                             f"{tuple(ids.shape)} (the response tokens)")
+    values, step_end = out.values.detach().float().to(ids.device), out.step_end.bool().to(ids.device)
+    if (values.masked_select(~step_end) != 0).any() or (step_end & ~mask.bool()).any():
+        raise ValueError(f"process source {name!r} put rewards off its step ends, or step ends off the response")
+    if not torch.isfinite(values).all():
+        raise ValueError(f"process source {name!r} returned a non-finite step reward")
+    return ProcessRewards(values, step_end)
+
+
+# --------------------------------------------------------------------------------------------------- steps
+
+
+def _blank(text: str, delimiter: str) -> bool:
+    """Nothing but whitespace and delimiters: no step of its own."""
+    return not text.replace(delimiter, "").strip()
+
+
+def _closing(body: str, delimiter: str) -> int:
+    """Where the text of a finished step ends in ``body`` (just past its last delimiter), or -1 while ``body`` holds
+    no delimiter that follows some text (a blank line does not end a step: it joins the next one)."""
+    pos = body.find(delimiter)
+    while pos >= 0:
+        if not _blank(body[:pos], delimiter):
+            return body.rfind(delimiter) + len(delimiter)
+        pos = body.find(delimiter, pos + len(delimiter))
+    return -1
+
+
+def _spans_and_ends(tokenizer: Any, ids: list[int], delimiter: str, *, with_ends: bool = False,
+                    window: int = 8) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """step_spans, and (``with_ends``) the character offset in the decoded response where each step's text ends."""
+    if not delimiter:
+        raise UserError("a process-reward step delimiter must be a non-empty string")
+
+    def decode(part: list[int]) -> str:
+        return tokenizer.decode(part, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    spans: list[tuple[int, int, str]] = []
+    ends: list[int] = []
+    start, carry = 0, ""  # first token of the open step; text of the previous step's last token after its delimiter
+    for t in range(len(ids)):
+        # The delimiter can first appear only in the text of the last few tokens: decode those first (cheap), and
+        # the whole open step only when they may hold it, so a long step costs O(length), not O(length^2).
+        recent = decode(ids[max(start, t - window + 1):t + 1])
+        if delimiter[0] not in recent and not (t == start and delimiter[0] in carry):
+            continue
+        body = carry + decode(ids[start:t + 1])
+        close = _closing(body, delimiter)
+        if close < 0:
+            continue
+        spans.append((start, t, body[:close]))
+        ends.append(len(decode(ids[:t + 1])) - (len(body) - close) if with_ends else 0)
+        start, carry = t + 1, body[close:]
+    if start < len(ids):
+        rest = carry + decode(ids[start:])
+        if not _blank(rest, delimiter) or not spans:
+            spans.append((start, len(ids) - 1, rest))
+            ends.append(len(decode(ids)) if with_ends else 0)
+        else:  # only blank text after the last delimiter (and EOS): the last step ends at the last token
+            first, _, text = spans[-1]
+            spans[-1] = (first, len(ids) - 1, text + rest)
+    elif not _blank(carry, delimiter):  # the last token ended a step and began another ("=2\n#4"): one step holds both lines
+        first, last, text = spans[-1]
+        spans[-1], ends[-1] = (first, last, text + carry), ends[-1] + len(carry)
+    return spans, ends
+
+
+def step_spans(tokenizer: Any, response_ids: list[int], delimiter: str = "\n") -> list[tuple[int, int, str]]:
+    """(first token, last token, text) of each step of a response's valid tokens.
+
+    A step ends at the token whose decoded text first holds the delimiter after the previous step's end, so a
+    token of several characters ("=2\\n", or a BPE merge of "\\n\\n") ends the step it closes; characters of that
+    token after the delimiter start the next step's text. A blank line does not make a step of its own (it joins
+    the next one), and the last step ends at the last token (EOS included when it is given): trailing blank text
+    joins it. Blank means nothing but whitespace and delimiters. Special tokens decode to nothing. Texts are what each step's tokens decode to."""
+    return _spans_and_ends(tokenizer, [int(i) for i in response_ids], delimiter)[0]
+
+
+def _rows(batch: Any) -> list[torch.Tensor]:
+    """The positions of each row's response tokens (mask 1), in order."""
+    return [torch.nonzero(row, as_tuple=False).flatten() for row in batch.response_mask.bool().cpu()]
+
+
+def _empty(batch: Any) -> ProcessRewards:
+    shape, device = batch.response_ids.shape, batch.response_ids.device
+    return ProcessRewards(torch.zeros(shape, dtype=torch.float32, device=device),
+                          torch.zeros(shape, dtype=torch.bool, device=device))
+
+
+def step_metrics(pr: ProcessRewards, mask: torch.Tensor) -> dict[str, float]:
+    """``process/steps_mean`` (steps per row that has tokens in ``mask``), ``process/reward_mean`` (mean step
+    reward) and ``process/false_step_frac`` (the share of steps with a negative reward); steps off ``mask`` are
+    not counted."""
+    ends = pr.step_end.bool() & mask.bool()
+    rewards = pr.values[ends].double()
+    rows = int(mask.bool().any(dim=1).sum())
+    steps = rewards.numel()
+    return {"process/steps_mean": steps / rows if rows else 0.0,
+            "process/reward_mean": float(rewards.mean()) if steps else 0.0,
+            "process/false_step_frac": float((rewards < 0).double().mean()) if steps else 0.0}
+
+
+# ------------------------------------------------------------------------------------------ arith_steps
+
+_EQUATION = re.compile(r"[ \t]*(-?[0-9]+)[ \t]*([-+*])[ \t]*(-?[0-9]+)[ \t]*=[ \t]*(-?[0-9]+)[ \t]*")
+
+
+def line_verdict(line: str, max_digits: int = 30) -> str:
+    """"true" / "false" for an equation ``a op b = c`` (integers; + - *), "answer" for a ``#...`` line, "blank",
+    or "other". An equation with a number of more than ``max_digits`` digits is "false" (nothing huge is computed)."""
+    text = line.strip()
+    if not text:
+        return "blank"
+    if text.startswith("#"):
+        return "answer"
+    match = _EQUATION.fullmatch(text)
+    if match is None:
+        return "other"
+    a, op, b, c = match.groups()
+    if max(len(x.lstrip("-")) for x in (a, b, c)) > max_digits:
+        return "false"
+    x, y = int(a), int(b)
+    value = x + y if op == "+" else x - y if op == "-" else x * y
+    return "true" if value == int(c) else "false"
+
+
+@register_process_source("arith_steps")
+def arith_steps(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, true_reward: float = 1.0,
+                false_reward: float = -1.0, other: float = 0.0, answer: float = 0.0, delimiter: str = "\n",
+                max_digits: int = 30) -> ProcessRewards:
+    """Each step (a line) is checked: ``a op b = c`` scores ``true_reward`` when it holds and ``false_reward`` when
+    it does not, the ``#answer`` line scores ``answer`` (0: the outcome is the verifier's, not a step's) and any
+    other line ``other``. A step of several lines (one token ending several) scores false if any equation is
+    false, else true if it holds one, else its answer or other score. Stop Summation (PURE, arXiv 2504.15275),
+    section 5's rule-verifiable steps; no text is ever evaluated."""
+    out = _empty(batch)
+    score = {"true": float(true_reward), "false": float(false_reward), "answer": float(answer), "other": float(other)}
+    for i, positions in enumerate(_rows(batch)):
+        ids = batch.response_ids[i, positions].tolist()
+        for _, last, text in step_spans(tokenizer, ids, delimiter):
+            lines = text.replace(delimiter, "\n").split("\n")  # the delimiter is not part of an equation
+            kinds = {line_verdict(line, max_digits) for line in lines} - {"blank"}
+            kind = next((k for k in ("false", "true", "answer") if k in kinds), "other")
+            out.values[i, positions[last]] = score[kind]
+            out.step_end[i, positions[last]] = True
+    return out
+
+
+# -------------------------------------------------------------------------------------------------- prm
+
+_PRM_LOCK = threading.Lock()
+_PRM_CACHE: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
+def load_prm(path: str, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
+    """(model, tokenizer) of a two-label token-classification folder, in eval mode, loaded once per (path, device,
+    dtype); a folder that is not one is a UserError naming it."""
+    key = (str(Path(path).resolve()), str(device), str(dtype))
+    with _PRM_LOCK:
+        if key in _PRM_CACHE:
+            return _PRM_CACHE[key]
+        from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
+
+        folder = Path(path)
+        if not (folder / "config.json").is_file():
+            raise UserError(f"reward.process.options.path: {folder} is not a Hugging Face model folder (no config.json)")
+        config = AutoConfig.from_pretrained(folder)
+        if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
+            raise UserError(f"reward.process.options.path: {folder} holds {', '.join(config.architectures or ['?'])}, "
+                            "not a token-classification model (AutoModelForTokenClassification)")
+        if config.num_labels != 2:
+            raise UserError(f"reward.process.options.path: {folder} has {config.num_labels} labels; a process reward "
+                            "model here has 2 (0: bad step, 1: good step)")
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise UserError(f"reward.process.options.dtype: expected float32, bfloat16 or float16, got {dtype!r}")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        if not getattr(tokenizer, "is_fast", False):
+            raise UserError(f"reward.process.options.path: {folder} has a slow tokenizer; the prm source needs a fast "
+                            "one (character offsets) — save the folder with a tokenizer.json")
+        model = AutoModelForTokenClassification.from_pretrained(folder, dtype=getattr(torch, dtype))
+        model = model.to(device).eval()
+        _PRM_CACHE[key] = (model, tokenizer)
+        return model, tokenizer
+
+
+def prompt_text(prompt: Any) -> str:
+    """The text of a task's prompt: a string as it is, chat messages' contents one per line."""
+    if isinstance(prompt, list):
+        return "\n".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in prompt)
+    return "" if prompt is None else str(prompt)
+
+
+def token_at(offsets: list[tuple[int, int]], end: int) -> int | None:
+    """The index of the token whose characters include ``end - 1`` (the one ending a text ``end`` characters long),
+    skipping tokens without characters; None when no token does (cut off)."""
+    for k, (lo, hi) in enumerate(offsets):
+        if hi > lo and lo < end <= hi:
+            return k
+    return None
+
+
+@register_process_source("prm")
+def prm(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, path: str | None = None,
+        delimiter: str = "\n", joiner: str = "", device: str | None = None, dtype: str = "float32",
+        batch_size: int = 16, max_length: int | None = None) -> ProcessRewards:
+    """A process reward model's score of each step: p(good) - p(bad) in [-1, 1] from a two-label token
+    classifier (Math-Shepherd, arXiv 2312.08935: a step's score is read at its last token), read at the PRM token
+    that ends where the step's text ends. The PRM reads ``prompt text + joiner + response`` with its own tokenizer
+    (left-truncated to ``max_length`` or its context; a step cut off scores 0). Loaded once per path."""
+    if not path:
+        raise UserError("the prm process source needs reward.process.options.path (a token-classification folder)")
+    out = _empty(batch)
+    model, prm_tokenizer = load_prm(str(path), str(device or batch.response_ids.device), dtype)
+    limit = int(max_length or getattr(model.config, "max_position_embeddings", 0) or 4096)
+    jobs = []  # (row, response positions of the step ends, PRM token ids, PRM token index of each step end)
+    for i, positions in enumerate(_rows(batch)):
+        ids = batch.response_ids[i, positions].tolist()
+        spans, ends = _spans_and_ends(tokenizer, ids, delimiter, with_ends=True)
+        if not spans:
+            continue
+        head = prompt_text(tasks[i].prompt) + joiner
+        text = head + tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        enc = prm_tokenizer(text, return_offsets_mapping=True)
+        prm_ids, offsets = enc["input_ids"][-limit:], [tuple(o) for o in enc["offset_mapping"][-limit:]]
+        at = [token_at(offsets, len(head) + end) for end in ends]
+        jobs.append((i, [positions[last] for _, last, _ in spans], prm_ids, at))
+    pad = prm_tokenizer.pad_token_id if prm_tokenizer.pad_token_id is not None else 0
+    model_device = next(model.parameters()).device
+    for b in range(0, len(jobs), max(1, int(batch_size))):
+        chunk = jobs[b:b + max(1, int(batch_size))]
+        width = max(len(j[2]) for j in chunk)
+        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        for r, (_, _, prm_ids, _) in enumerate(chunk):
+            input_ids[r, :len(prm_ids)] = torch.tensor(prm_ids)
+            attention[r, :len(prm_ids)] = 1
+        with _PRM_LOCK, torch.no_grad():
+            logits = model(input_ids=input_ids.to(model_device), attention_mask=attention.to(model_device)).logits
+        probs = torch.softmax(logits.float(), dim=-1)
+        scores = (probs[..., 1] - probs[..., 0]).to(out.values.device)
+        for r, (i, step_positions, _, at) in enumerate(chunk):
+            for position, k in zip(step_positions, at):
+                out.values[i, position] = scores[r, k] if k is not None else 0.0
+                out.step_end[i, position] = True
+    return out
