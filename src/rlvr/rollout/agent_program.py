@@ -1,0 +1,313 @@
+"""Episodes run by the user's own agent program (``rollout.agent_command``) against rlvr's OpenAI-compatible endpoint.
+
+    run = run_agent_program(engine, tokenizer, tasks, SamplingParams(n=4, max_new_tokens=128), policy)
+
+For each of the ``params.n`` episodes of each task, the program named by ``policy.agent_command`` (split like a shell
+line, run without a shell) starts with ``OPENAI_BASE_URL`` (rlvr.rollout.agent_endpoint, on loopback) and
+``OPENAI_API_KEY`` (a random key of that episode) in its environment and the task on stdin as one JSON object::
+
+    {"id": "...", "prompt": "..." or [messages], "meta": {...}, "sample": 0}
+
+never the reference (nor meta keys that may hold the answer: HIDDEN_META_KEYS). The program may call the endpoint
+any number of times and run tools of its own; it prints its final answer on stdout: plain text, or a JSON object
+``{"answer": "...", "reward": 0.5}``. A program that exits non-zero, outlives its deadline (killed with everything it
+started) or prints nothing has the empty answer, counted in ``agent/failed_frac`` / ``agent/timeout_frac``; stdout
+beyond the output cap is dropped (``agent/output_capped_frac``). Nothing a program does stops the run.
+
+The trained row of an episode (one row per episode, rows i*n .. i*n+n-1 answer tasks[i]) is built from the calls
+as the engine saw them, never from re-rendered text: when each call's prompt ids begin with the previous call's
+prompt ids followed by its sampled ids, the calls form ONE row: the first call's prompt, then every call's sampled
+ids (loss 1, the engine's log-probs) and, between them, the tokens the program added (tool results, turn markers;
+loss 0). Where that prefix relation breaks (a thinking template that drops earlier reasoning, a program that
+rewrote its history), the row is the longest run of calls at the end of the episode for which it holds: the
+earlier calls are context in the prompt as it was sent and are not trained (``agent/untrained_calls_mean``).
+An episode without any call has an empty response.
+
+Rewards: the task's verifier scores the answer as for any task. A reward the program returns is added (reward part
+``agent_reward``) only for tasks without a reference, where the verifier has nothing to check; for tasks with a
+reference it is logged (``agent/reward_mean``) and ignored, so a program cannot grade itself past the verifier.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rlvr.errors import UserError
+from rlvr.models import encode_prompt
+from rlvr.rollout.agent import EpisodeRun
+from rlvr.rollout.agent_endpoint import AgentEndpoint, Call, EndpointSettings
+from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
+from rlvr.tasks import Task
+
+log = logging.getLogger(__name__)
+
+HIDDEN_META_KEYS = frozenset({"answer", "answers", "reference", "solution", "solutions", "expected", "expected_output",
+                              "gold", "label", "labels", "target", "tests", "expert", "hint", "hints"})
+
+
+@dataclass(frozen=True)
+class ProgramLimits:
+    deadline_s: float = 120.0  # wall clock per program run
+    output_bytes: int = 64 * 2**10  # stdout kept per program
+    concurrent: int = 16  # programs running at once
+
+
+@dataclass
+class _Program:
+    index: int
+    task: Task
+    key: str
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    capped: bool = False
+    readers: list[threading.Thread] = field(default_factory=list)
+    status: str = "pending"  # pending, running, ok, failed, timeout
+    answer: str = ""
+    reward: float | None = None
+
+
+def task_payload(task: Task, sample: int) -> dict[str, Any]:
+    """What the program reads on stdin: the task without its reference or answer-bearing meta keys."""
+    meta = {k: v for k, v in (task.meta or {}).items() if k not in HIDDEN_META_KEYS}
+    return {"id": task.id, "prompt": task.prompt, "meta": meta, "sample": sample}
+
+
+def parse_output(text: str) -> tuple[str, float | None]:
+    """(answer, reward or None) from a program's stdout: a JSON object with "answer" (and a finite numeric
+    "reward"), else the whole text stripped."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "answer" in obj:
+            reward = obj.get("reward")
+            ok = isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)
+            return str(obj["answer"]), float(reward) if ok else None
+    return text, None
+
+
+def _drain(stream, into: bytearray, cap: int, program: _Program | None = None) -> None:
+    """Read a pipe to its end, keeping the first ``cap`` bytes (the rest is read and dropped, so the program never
+    blocks on a full pipe); ``program.capped`` says whether anything was dropped."""
+    try:
+        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+            room = cap - len(into)
+            if room > 0:
+                into += chunk[:room]
+            if len(chunk) > room and program is not None:
+                program.capped = True
+    except (OSError, ValueError):
+        pass
+
+
+def _feed(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.close()
+    except (OSError, ValueError):  # the program exited or closed stdin without reading it: its business
+        pass
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the program and everything it started
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def program_env(base_url: str, key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    no_proxy = ",".join(x for x in (env.get("NO_PROXY") or env.get("no_proxy"), "127.0.0.1", "localhost") if x)
+    env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY=key, NO_PROXY=no_proxy, no_proxy=no_proxy)
+    return env
+
+
+def _start(program: _Program, argv: list[str], base_url: str, limits: ProgramLimits, sample: int) -> None:
+    try:
+        program.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           env=program_env(base_url, program.key), start_new_session=True)
+    except OSError as exc:
+        raise UserError(f"rollout.agent_command={shlex.join(argv)!r} could not start: {exc}") from None
+    program.started, program.status = time.monotonic(), "running"
+    p = program.process
+    program.readers = [threading.Thread(target=_drain, args=(p.stdout, program.stdout, limits.output_bytes, program),
+                                        daemon=True),
+                       threading.Thread(target=_drain, args=(p.stderr, program.stderr, 65536), daemon=True),
+                       threading.Thread(target=_feed, args=(p.stdin, (json.dumps(task_payload(program.task, sample))
+                                                                      + "\n").encode()), daemon=True)]
+    for t in program.readers:
+        t.start()
+
+
+_LOGGED: set[str] = set()
+
+
+def _finish(program: _Program, timed_out: bool) -> None:
+    p = program.process
+    if timed_out:
+        _kill(p)
+    for t in program.readers:
+        t.join(timeout=5)
+    code = p.returncode
+    if timed_out:
+        program.status = "timeout"
+    elif code != 0:
+        program.status = "failed"
+    else:
+        program.status = "ok"
+        program.answer, program.reward = parse_output(program.stdout.decode("utf-8", errors="replace"))
+    if program.status != "ok" and program.status not in _LOGGED:
+        _LOGGED.add(program.status)
+        tail = program.stderr.decode("utf-8", errors="replace").strip()[-800:]
+        log.warning("task %s: the agent program %s (exit status %s); its answer is empty. stderr ends: %s",
+                    program.task.id, "ran past its deadline" if timed_out else "failed", code, tail or "(nothing)")
+
+
+def run_programs(endpoint: AgentEndpoint, programs: list[_Program], argv: list[str], limits: ProgramLimits,
+                 samples: int) -> None:
+    """Run every program (``limits.concurrent`` at once), serving their calls on this thread until all have ended."""
+    waiting = list(programs)
+    running: list[_Program] = []
+    try:
+        while waiting or running:
+            while waiting and len(running) < limits.concurrent:
+                program = waiting.pop(0)
+                _start(program, argv, endpoint.base_url, limits, program.index % samples)
+                running.append(program)
+            endpoint.pump(wait_s=0.02, expected=len(running))
+            now = time.monotonic()
+            for program in list(running):
+                if program.process.poll() is not None or now - program.started > limits.deadline_s:
+                    _finish(program, timed_out=program.process.poll() is None)
+                    running.remove(program)
+    finally:
+        for program in running:
+            _kill(program.process)
+
+
+def stitch(prompt_ids: list[int], calls: list[Call]) -> tuple[list[int], list[int], list[int], list[float], list[float], int]:
+    """(prompt ids, response ids, loss mask, log-probs, entropy, untrained calls) of one episode (module docstring).
+    ``prompt_ids``: the task's own prompt, for an episode without calls."""
+    if not calls:
+        return prompt_ids, [], [], [], [], 0
+    first = len(calls) - 1
+    while first > 0:
+        before = calls[first - 1]
+        sent = before.prompt_ids + before.sampled_ids
+        if calls[first].prompt_ids[:len(sent)] != sent:
+            break
+        first -= 1
+    chain = calls[first:]
+    ids, loss, logprobs, entropy = [], [], [], []
+    context = list(chain[0].prompt_ids)
+    for call in chain:
+        inserted = call.prompt_ids[len(context):]  # empty for the first call of the chain
+        ids += inserted + call.sampled_ids
+        loss += [0] * len(inserted) + [1] * len(call.sampled_ids)
+        logprobs += [0.0] * len(inserted) + call.logprobs
+        entropy += [0.0] * len(inserted) + (call.entropy or [0.0] * len(call.sampled_ids))
+        context = call.prompt_ids + call.sampled_ids
+    return list(chain[0].prompt_ids), ids, loss, logprobs, entropy, first
+
+
+def to_batch(rows: list[tuple], truncated: list[bool], pad_id: int, n: int, has_entropy: bool, device) -> RolloutBatch:
+    count = len(rows)
+    width_p = max(1, max(len(r[0]) for r in rows))
+    width = max(1, max(len(r[1]) for r in rows))
+    prompt_ids = torch.full((count, width_p), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((count, width_p), dtype=torch.long)
+    response_ids = torch.full((count, width), pad_id, dtype=torch.long)
+    response_mask = torch.zeros((count, width), dtype=torch.long)
+    loss_mask = torch.zeros((count, width), dtype=torch.long)
+    logprobs = torch.zeros((count, width), dtype=torch.float32)
+    entropy = torch.zeros((count, width), dtype=torch.float32)
+    for i, (prompt, ids, loss, lps, ents, _) in enumerate(rows):
+        prompt_ids[i, width_p - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        prompt_mask[i, width_p - len(prompt):] = 1
+        if ids:
+            t = len(ids)
+            response_ids[i, :t] = torch.tensor(ids, dtype=torch.long)
+            response_mask[i, :t] = 1
+            loss_mask[i, :t] = torch.tensor(loss, dtype=torch.long)
+            logprobs[i, :t] = torch.tensor(lps, dtype=torch.float32)
+            entropy[i, :t] = torch.tensor(ents, dtype=torch.float32)
+    group_index = torch.arange(count // n).repeat_interleave(n)
+    to = lambda t: t.to(device)  # noqa: E731
+    return RolloutBatch(to(prompt_ids), to(prompt_mask), to(response_ids), to(response_mask), to(logprobs),
+                        to(torch.tensor(truncated)), to(group_index), to(entropy) if has_entropy else None, to(loss_mask))
+
+
+def _transcript(calls: list[Call], answer: str) -> list[dict[str, Any]]:
+    if not calls:
+        return [{"role": "agent", "content": answer}]
+    last = calls[-1]
+    sent = [dict(m) for m in last.messages] if last.messages is not None else [
+        {"role": "user", "content": "(completion prompt of %d tokens)" % len(last.prompt_ids)}]
+    return sent + [{"role": "assistant", "content": last.text}, {"role": "agent", "content": answer}]
+
+
+def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], params: SamplingParams, policy,
+                      limits: ProgramLimits = ProgramLimits()) -> EpisodeRun:
+    """``params.n`` runs of ``policy.agent_command`` per task (module docstring)."""
+    argv = shlex.split(policy.agent_command or "")
+    if not argv:
+        raise UserError("rollout.agent_command is empty: name the program to run for each episode")
+    settings = EndpointSettings(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+                                episode_tokens=params.max_new_tokens, max_prompt_tokens=policy.max_tokens,
+                                template_kwargs=dict(policy.chat_template_kwargs))
+    endpoint = AgentEndpoint(engine, tokenizer, settings)
+    try:
+        programs = [_Program(i, task, endpoint.open_episode()) for i, task in
+                    enumerate(t for t in tasks for _ in range(params.n))]
+        run_programs(endpoint, programs, argv, limits, params.n)
+    finally:
+        endpoint.close()
+    rows, truncated, parts, stats, transcripts = [], [], [], [], []
+    has_entropy, device = True, None
+    for program in programs:
+        calls = endpoint.calls[program.key]
+        own_prompt = calls[0].prompt_ids if calls else encode_prompt(tokenizer, program.task.prompt,
+                                                                       policy.chat_template_kwargs)
+        rows.append(stitch(own_prompt, calls))
+        truncated.append(bool(calls) and calls[-1].finish_reason == "length")
+        has_entropy = has_entropy and all(c.entropy is not None for c in calls)
+        no_reference = program.task.reference is None
+        parts.append({"agent_reward": program.reward} if program.reward is not None and no_reference else {})
+        stats.append({"turns": len(calls), "tool_calls": 0, "tool_errors": 0, "malformed_calls": 0,
+                      "truncated": int(truncated[-1]), "env_errors": int(program.status != "ok")})
+        transcripts.append(_transcript(calls, program.answer))
+    device = getattr(getattr(engine, "model", None), "device", None)
+    batch = to_batch(rows, truncated, tokenizer.pad_token_id, params.n, has_entropy, device)
+    n = max(len(programs), 1)
+    rewards = [p.reward for p in programs if p.reward is not None]
+    metrics = {"agent/failed_frac": sum(p.status == "failed" for p in programs) / n,
+               "agent/timeout_frac": sum(p.status == "timeout" for p in programs) / n,
+               "agent/output_capped_frac": sum(p.capped for p in programs) / n,
+               "agent/calls_mean": sum(len(endpoint.calls[p.key]) for p in programs) / n,
+               "agent/untrained_calls_mean": sum(r[5] for r in rows) / n,
+               "agent/refused_requests": float(endpoint.counts["refused"]),
+               "agent/budget_spent_calls": float(endpoint.counts["budget_spent"]),
+               "agent/temperature_overridden": float(endpoint.counts["temperature_overridden"])}
+    if rewards:
+        metrics["agent/reward_mean"] = sum(rewards) / len(rewards)
+    return EpisodeRun(batch, [p.answer for p in programs], parts, stats, metrics, transcripts)
