@@ -63,7 +63,7 @@ def test_worked_order(numbers, ops, lines, answer):
 def test_spec_example():
     task = make_task([12, 34, 5], ["+", "+"])
     assert (task.prompt, task.reference, task.id) == ("12+34+5=", "51", "chain:12+34+5=")
-    assert task.meta == {"solution": "12+34=46\n46+5=51\n#51", "terms": 3}
+    assert task.meta == {"solution": "12+34=46\n46+5=51\n#51", "terms": 3, "difficulty": "terms_3"}
 
 
 @pytest.mark.parametrize("spec", [ChainSpec(), ChainSpec(terms=2, ops="+-*"), ChainSpec(terms=4, heldout_percent=30)])

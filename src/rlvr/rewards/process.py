@@ -168,7 +168,8 @@ def _spans_and_ends(tokenizer: Any, ids: list[int], delimiter: str, *, with_ends
         else:  # only blank text after the last delimiter (and EOS): the last step ends at the last token
             first, _, text = spans[-1]
             spans[-1] = (first, len(ids) - 1, text + rest)
-    elif not _blank(carry, delimiter):  # the last token ended a step and began another ("=2\n#4"): one step holds both lines
+    elif not _blank(carry, delimiter):  # the last token ended a step and began another ("=2\n#4"): one step
+        # holds both lines
         first, last, text = spans[-1]
         spans[-1], ends[-1] = (first, last, text + carry), ends[-1] + len(carry)
     return spans, ends
@@ -181,7 +182,8 @@ def step_spans(tokenizer: Any, response_ids: list[int], delimiter: str = "\n") -
     token of several characters ("=2\\n", or a BPE merge of "\\n\\n") ends the step it closes; characters of that
     token after the delimiter start the next step's text. A blank line does not make a step of its own (it joins
     the next one), and the last step ends at the last token (EOS included when it is given): trailing blank text
-    joins it. Blank means nothing but whitespace and delimiters. Special tokens decode to nothing. Texts are what each step's tokens decode to."""
+    joins it. Blank means nothing but whitespace and delimiters. Special tokens decode to nothing. Texts are what
+    each step's tokens decode to."""
     return _spans_and_ends(tokenizer, [int(i) for i in response_ids], delimiter)[0]
 
 
@@ -272,7 +274,8 @@ def load_prm(path: str, device: str = "cpu", dtype: str = "float32") -> tuple[An
 
         folder = Path(path)
         if not (folder / "config.json").is_file():
-            raise UserError(f"reward.process.options.path: {folder} is not a Hugging Face model folder (no config.json)")
+            raise UserError(f"reward.process.options.path: {folder} is not a Hugging Face model folder "
+                            "(no config.json)")
         config = AutoConfig.from_pretrained(folder)
         if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
             raise UserError(f"reward.process.options.path: {folder} holds {', '.join(config.architectures or ['?'])}, "
