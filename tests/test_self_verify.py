@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
-from rlvr.config import config_from_dict
+from rlvr.cli import main
+from rlvr.config import config_from_dict, load_config
 from rlvr.errors import UserError
 from rlvr.models.tiny import char_tokenizer
 from rlvr.rollout.base import RolloutBatch, SamplingParams
@@ -296,14 +299,43 @@ def test_stage_is_built_from_config_and_off_by_default(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ training
 
-def test_train_with_self_verification_logs_its_metrics(warm_model_dir, tmp_path):
-    cfg = one_digit_rl_config(warm_model_dir, tmp_path / "run", steps=3)
-    cfg["data"]["prompts_per_step"], cfg["rollout"]["group_size"] = 8, 4
-    cfg["algo"] = {"self_verify_per_step": 4, "self_verify_template": "Q:{prompt} A:{response} ok? "}
-    rows = read_metrics(train(config_from_dict(cfg)))
+TINY_TEMPLATE = "Q:{prompt} A:{response} ok? "
+
+
+def test_rlvr_train_with_self_verification_logs_its_metrics(warm_model_dir, tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "examples/arithmetic.yaml", f"model.path={warm_model_dir}", "data.train=arithmetic:train:digits=1",
+                 "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=4", "train.steps=3",
+                 "train.progress=false", f"train.out={out}", "algo.self_verify_per_step=4",
+                 f"algo.self_verify_template={TINY_TEMPLATE}"]) == 0
+    assert load_config(out / "config.yaml").algo.self_verify_template.startswith("Q:{prompt} A:{response} ok?")
+    rows = read_metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
     for row in rows:
-        assert row["verify/rows"] == 4 * 4
-        assert row["rows/verification"] == 4 * 4 and row["rows/on_policy"] == 8 * 4
-        assert 0.0 <= row["verify/accuracy"] <= 1.0
-        assert 0.0 <= row["verify/answers_correct"] <= 1.0
+        assert row["verify/rows"] == row["rows/verification"] == 4 * 4
+        assert row["rows/on_policy"] == 8 * 4
+        assert 0.0 <= row["verify/accuracy"] <= 1.0 and 0.0 <= row["verify/answers_correct"] <= 1.0
+
+
+def test_resume_with_self_verification_is_exact(tiny_model_dir, tmp_path):
+    """Stopping after checkpoint 2 and resuming picks and samples the same verification tasks."""
+    def cfg(out):
+        c = one_digit_rl_config(tiny_model_dir, out, steps=4, save_every=2)
+        c["data"]["prompts_per_step"], c["rollout"]["group_size"] = 4, 4
+        c["algo"] = {"self_verify_per_step": 3, "self_verify_template": TINY_TEMPLATE}
+        return config_from_dict(c)
+
+    whole = train(cfg(tmp_path / "whole"))
+    cut = tmp_path / "cut"
+    train(cfg(cut))
+    shutil.rmtree(cut / "checkpoint-4")
+    lines = (cut / "metrics.jsonl").read_text().splitlines()
+    (cut / "metrics.jsonl").write_text("\n".join(lines[:2]) + "\n")  # the run died during step 3
+    train(cfg(cut), resume=True)
+    timing = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99_ms"}
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert strip(read_metrics(cut)) == strip(read_metrics(whole))
+    assert all(r["verify/rows"] == 3 * 4 for r in read_metrics(cut))
+    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
