@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from rlvr.rollout.temperature import TemperatureSchedule
 
 
 @dataclass(frozen=True)
@@ -15,6 +18,9 @@ class SamplingParams:
     temperature: float = 1.0  # 0 means greedy
     top_p: float = 1.0
     top_k: int = 0  # 0 = off
+    # EAD: position t is sampled at temperature * schedule.tau(t), the schedule resolved at the training step
+    # (rlvr.rollout.temperature); None = the fixed temperature. Engines that cannot vary it refuse it.
+    temperature_schedule: "TemperatureSchedule | None" = None
 
 
 @dataclass

@@ -3,6 +3,10 @@
 It shares the trainer's model object, so syncing weights is a reference swap and its log-probs are the
 trainer's own (up to kernel rounding), fit to serve as the old policy's for a single update per batch. Rows that finish early drop out of
 the batch, so the cost of a step follows the live responses, not the longest one.
+
+With ``SamplingParams.temperature_schedule`` (EAD, rlvr.rollout.temperature) position t is sampled at
+``temperature * tau_t`` and its log-prob and entropy are those of that distribution: the behaviour policy, which then
+differs from the trainer's (a run must take its old log-probs from its own forward and correct with TIS).
 """
 
 from __future__ import annotations
@@ -109,8 +113,11 @@ class HFEngine:
         finished = torch.zeros(n, dtype=torch.bool, device=device)
         present = torch.arange(n, device=device)  # rows of the full batch in the model's batch
         generating = torch.ones(n, dtype=torch.bool, device=device)  # which of those are still generating
+        schedule = params.temperature_schedule if params.temperature != 0 else None
         for t in range(params.max_new_tokens):
-            scaled = logits if params.temperature == 0 else logits / params.temperature
+            # EAD: every row is at position t, so one temperature per step; log-probs are logged at it (behaviour)
+            temperature = params.temperature * schedule.tau(t) if schedule is not None else params.temperature
+            scaled = logits if temperature == 0 else logits / temperature
             log_dist = torch.log_softmax(scaled, dim=-1)
             if params.temperature == 0:
                 choice = logits.argmax(-1)
