@@ -224,6 +224,7 @@ def test_stage_references_are_the_outcome_verdicts_ratings():
     # the stand-in rates right answers "y" and the others "n": right on 1.0 and -0.5, wrong on -1.0 (no answer)
     assert metrics["verify/accuracy"] == pytest.approx(9 / 12)
     assert metrics["verify/answers_correct"] == pytest.approx(6 / 12)
+    assert (metrics["verify/accuracy_on_correct"], metrics["verify/accuracy_on_wrong"]) == (1.0, 0.5)
     assert out.rewards[12:] == [1.0] * 8 + [-0.5] * 4 + [1.0] * 4 + [1.0] * 8 + [-0.5] * 4 + [1.0] * 4 + \
         [1.0] * 8 + [-0.5] * 4 + [1.0] * 4
 
@@ -246,6 +247,7 @@ def test_stage_default_template_is_boxed():
     assert "Question:\n1+2=\n" in engine.prompts[-6] and "\\boxed{} at the end." in engine.prompts[-6]
     references = [t.reference for t in out.tasks[12::4]]
     assert metrics["verify/accuracy"] == pytest.approx(references.count("1.0") / 6)  # it always rates 1
+    assert (metrics["verify/accuracy_on_correct"], metrics["verify/accuracy_on_wrong"]) == (1.0, 0.0)
 
 
 def test_stage_pick_is_seeded_by_step_and_reproducible():
@@ -279,6 +281,7 @@ def test_stage_with_nothing_to_verify_adds_nothing():
     _, out, metrics, engine = scripted_step(script=lambda text, j: "" if "ok?" not in text else "missing")
     assert len(out.responses) == 12 + 5 * 4  # an empty answer is verifiable: its rating is -1, "no answer"
     assert metrics["verify/accuracy"] == 1.0 and metrics["verify/answers_correct"] == 0.0
+    assert metrics["verify/accuracy_on_wrong"] == 1.0 and "verify/accuracy_on_correct" not in metrics
     samples, *_ = scripted_step()
     for i in range(len(samples.verdicts)):
         samples.verdicts[i] = Verdict(0.0, Status.TIMEOUT, "timeout")

@@ -25,9 +25,10 @@ reference is always the outcome verifier's own verdict. A group with fewer such 
 ones it has. The rating is read from ``\\boxed{}`` when the template asks for it (contains ``\\boxed``), else from
 the response's leading word or number (``format=plain``, for short templates a small model can follow).
 
-Metrics: ``verify/rows`` (verification responses), ``verify/accuracy`` (share whose rating equals the reference),
-``verify/answers_correct`` (share of the verified answers that were correct: the accuracy of always saying
-"correct").
+Metrics (``verification_metrics``): ``verify/rows`` (verification responses), ``verify/accuracy`` (share whose
+rating equals the reference), ``verify/accuracy_on_correct`` / ``verify/accuracy_on_wrong`` (the same over the
+verifications of correct and of other answers: a checker that always says "correct" scores 1 and 0, whatever its
+overall accuracy), ``verify/answers_correct`` (share of the verified answers that were correct).
 """
 
 from __future__ import annotations
@@ -123,6 +124,22 @@ def check_template(template: str) -> None:
                          f"missing {', '.join(missing)}")
 
 
+def verification_metrics(verifications: ScoredSamples) -> dict[str, float]:
+    """``verify/rows``; ``verify/accuracy``, the share of verification responses whose rating equals the reference;
+    ``verify/accuracy_on_correct`` and ``verify/accuracy_on_wrong``, the same over the verifications of correct and
+    of other answers (each logged when the step has such answers: a checker that calls everything correct scores 1
+    and 0); ``verify/answers_correct``, the share of verified answers that were correct."""
+    hits = [v.status == Status.CORRECT for v in verifications.verdicts]
+    correct = [t.meta["verified_rating"] > 0 for t in verifications.tasks]
+    metrics = {"verify/rows": len(hits), "verify/accuracy": sum(hits) / max(len(hits), 1),
+               "verify/answers_correct": sum(correct) / max(len(correct), 1)}
+    for name, side in (("correct", True), ("wrong", False)):
+        rows = [hit for hit, c in zip(hits, correct) if c == side]
+        if rows:
+            metrics[f"verify/accuracy_on_{name}"] = sum(rows) / len(rows)
+    return metrics
+
+
 class SelfVerify(CollectionStage):
     """Turns ``per_step`` of the step's scored answers into verification tasks for the policy (module docstring)."""
 
@@ -164,13 +181,7 @@ class SelfVerify(CollectionStage):
         tasks = self.tasks(samples, rows)
         verifications = ctx.generate(tasks, step)
         verifications.batch.row_kind = torch.full_like(verifications.batch.row_kind, VERIFICATION)
-        n = len(verifications.verdicts)
-        metrics = {
-            "verify/rows": n,
-            "verify/accuracy": sum(v.status == Status.CORRECT for v in verifications.verdicts) / max(n, 1),
-            "verify/answers_correct": sum(t.meta["verified_rating"] > 0 for t in tasks) / len(tasks),
-        }
-        return ScoredSamples.concat([samples, verifications], ctx.pad_id), metrics
+        return ScoredSamples.concat([samples, verifications], ctx.pad_id), verification_metrics(verifications)
 
 
 @register_stage("self_verify")
