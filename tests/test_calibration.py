@@ -280,3 +280,20 @@ def test_run_report_shows_the_calibration_metrics(tmp_path):
     for row in ("<td>ece</td><td>0.45</td>", "<td>brier</td><td>0.325</td>", "<td>auroc</td><td>1</td>"):
         assert row in page
     assert "samples with a stated confidence: 2" in page and "ECE bins (equal width): 10" in page
+
+
+def test_vectorised_metrics_match_the_reference_functions():
+    import numpy as np
+
+    from rlvr.eval.calibration import _vector_metrics
+
+    rng = random.Random(3)
+    for _ in range(30):
+        n = rng.randint(1, 40)
+        conf = [rng.choice([0.0, 0.1, 0.5, 0.7, 1.0, rng.random()]) for _ in range(n)]
+        right = [rng.random() < 0.6 for _ in range(n)]
+        got = _vector_metrics(np.array(conf), np.array(right))
+        assert got["ece"] == pytest.approx(expected_calibration_error(conf, right), abs=1e-12)
+        assert got["brier"] == pytest.approx(brier_score(conf, right), abs=1e-12)
+        want = auroc(conf, right)
+        assert got["auroc"] is None if want is None else got["auroc"] == pytest.approx(want, abs=1e-12)

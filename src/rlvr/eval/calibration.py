@@ -16,9 +16,10 @@ Beside them: ``calibration_n`` (pairs used) and ``confidence_stated`` (share of 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from rlvr.eval.intervals import RESAMPLES
 from rlvr.verifiers import Verdict
@@ -98,28 +99,52 @@ def summary_entries(task_pairs: Sequence[Sequence[tuple[float, bool]]], *, decid
                     resamples: int = RESAMPLES) -> dict[str, Any]:
     """The summary's calibration entries from each task's (confidence, correct) pairs; {} when no sample stated a
     confidence. ``decided``: the samples whose verifier decided (the denominator of ``confidence_stated``).
-    Intervals: percentile bootstrap over tasks (tasks resampled with replacement, the metric recomputed)."""
+    Intervals: percentile bootstrap over tasks (tasks resampled with replacement, the metric recomputed on the
+    pooled pairs of the drawn tasks; the metrics vectorised with numpy, checked against the functions above)."""
     pooled = [p for pairs in task_pairs for p in pairs]
     if not pooled:
         return {}
-    out: dict[str, Any] = {}
     with_pairs = [list(pairs) for pairs in task_pairs if pairs]
+    conf = np.array([q for pairs in with_pairs for q, _ in pairs], dtype=np.float64)
+    right = np.array([c for pairs in with_pairs for _, c in pairs], dtype=bool)
+    sizes = np.array([len(pairs) for pairs in with_pairs])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {name: [] for name in METRICS}
+    for _ in range(resamples if len(with_pairs) > 1 else 0):
+        tasks = rng.integers(0, len(with_pairs), len(with_pairs))
+        rows = np.concatenate([np.arange(starts[t], starts[t] + sizes[t]) for t in tasks])
+        for name, value in _vector_metrics(conf[rows], right[rows]).items():
+            if value is not None:
+                draws[name].append(value)
+    out: dict[str, Any] = {}
     for name, fn in METRICS.items():
-        value = fn([q for q, _ in pooled], [c for _, c in pooled])
+        value = fn(conf.tolist(), right.tolist())
         if value is None:
             continue
-        rng = random.Random(seed)
-        draws = []
-        for _ in range(resamples if len(with_pairs) > 1 else 0):
-            sample = [p for _ in with_pairs for p in with_pairs[rng.randrange(len(with_pairs))]]
-            v = fn([q for q, _ in sample], [c for _, c in sample])
-            if v is not None:
-                draws.append(v)
-        draws.sort()
-        ci = ([draws[int(0.025 * len(draws))], draws[min(int(0.975 * len(draws)), len(draws) - 1)]]
-              if draws else [value, value])
+        d = sorted(draws[name])
+        ci = [d[int(0.025 * len(d))], d[min(int(0.975 * len(d)), len(d) - 1)]] if d else [value, value]
         out[name] = {"value": value, "ci95": ci}
     out["ece_bins"] = BINS
     out["calibration_n"] = len(pooled)
     out["confidence_stated"] = len(pooled) / decided if decided else 0.0
+    return out
+
+
+def _vector_metrics(conf: np.ndarray, right: np.ndarray) -> dict[str, float | None]:
+    """ECE, Brier and AUROC of arrays, as the functions above compute them (for the bootstrap's many resamples)."""
+    y = right.astype(np.float64)
+    b = np.minimum((conf * BINS).astype(np.int64), BINS - 1)
+    count = np.bincount(b, minlength=BINS)
+    gap = np.abs(np.bincount(b, y, BINS) - np.bincount(b, conf, BINS))  # per bin: n_b |acc_b - conf_b|
+    out: dict[str, float | None] = {"ece": float(gap[count > 0].sum() / len(conf)),
+                                    "brier": float(((conf - y) ** 2).mean())}
+    n_pos = int(right.sum())
+    n_neg = len(right) - n_pos
+    if n_pos and n_neg:
+        values, inverse, counts = np.unique(conf, return_inverse=True, return_counts=True)
+        mean_rank = np.cumsum(counts) - (counts - 1) / 2  # 1-based average rank of each distinct value
+        out["auroc"] = float((mean_rank[inverse][right].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    else:
+        out["auroc"] = None
     return out
