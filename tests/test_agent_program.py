@@ -193,6 +193,7 @@ def test_stitch_by_hand():
 MISBEHAVING = {
     "crash": "import sys; sys.stdout.write('42'); sys.exit(3)",
     "hang": "import subprocess, sys, time; p = subprocess.Popen(['sleep', '60']); open(sys.argv[2], 'a').write(f'{p.pid}\\n'); time.sleep(60)",
+    "orphan": "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); open(sys.argv[2], 'a').write(f'{p.pid}\\n'); print('done')",
     "flood": "import sys; sys.stdout.write('x' * 10_000_000)",
     "silent": "pass",
     "reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
@@ -215,20 +216,31 @@ def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
     pids = tmp_path / "pids"
     limits = ProgramLimits(deadline_s=3.0, output_bytes=1000)
     started = time.monotonic()
-    for kind in ("crash", "hang", "flood", "silent"):
+    for kind in ("crash", "hang", "orphan", "flood", "silent"):
         run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} {kind} {pids}", [Task("1+2=", "3", "t")], limits=limits)
         assert run.batch.size == 2 and int(run.batch.loss_mask.sum()) == 0  # no call: nothing to train
         if kind == "flood":
             assert run.answers == ["x" * 1000] * 2 and run.metrics["agent/output_capped_frac"] == 1.0
+        elif kind == "orphan":
+            assert run.answers == ["done", "done"]
         else:
             assert run.answers == ["", ""], kind  # a crash's partial output is not an answer
         assert run.metrics["agent/failed_frac"] == (1.0 if kind == "crash" else 0.0)
         assert run.metrics["agent/timeout_frac"] == (1.0 if kind == "hang" else 0.0)
         assert all(s["env_errors"] == (kind in ("crash", "hang")) for s in run.stats)
     assert time.monotonic() - started < 25
-    for pid in pids.read_text().split():  # what a hung program started was killed with it
-        with pytest.raises(ProcessLookupError):
-            os.kill(int(pid), 0)
+    assert len(pids.read_text().split()) == 4
+    for pid in pids.read_text().split():  # what a program started, hung or exited, was killed with it
+        assert not _alive(int(pid))
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie left for a container's init to reap."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_returned_reward_counts_only_without_a_reference(tmp_path, misbehaving):

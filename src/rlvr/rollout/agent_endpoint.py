@@ -66,6 +66,7 @@ class Call:
     prompt_ids: list[int]
     max_tokens: int
     messages: list[dict[str, Any]] | None = None
+    prompt_text: str | None = None  # a completion's prompt as decoded text (for transcripts)
     requested_temperature: float | None = None
     sampled_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -180,7 +181,8 @@ class AgentEndpoint:
             self.counts["calls"] += 1
             if temperature is not None and not math.isclose(float(temperature), self.settings.temperature):
                 self.counts["temperature_overridden"] += 1
-        call = Call(key, kind, ids, allowed, messages, temperature)
+        text = None if messages is not None else self.tokenizer.decode(ids, skip_special_tokens=True)
+        call = Call(key, kind, ids, allowed, messages, text, temperature)
         if allowed <= 0:
             with self._lock:
                 self.counts["budget_spent"] += 1

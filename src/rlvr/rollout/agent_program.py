@@ -153,7 +153,7 @@ def _start(program: _Program, argv: list[str], base_url: str, limits: ProgramLim
     program.readers = [threading.Thread(target=_drain, args=(p.stdout, program.stdout, limits.output_bytes, program),
                                         daemon=True),
                        threading.Thread(target=_drain, args=(p.stderr, program.stderr, 65536), daemon=True),
-                       threading.Thread(target=_feed, args=(p.stdin, (json.dumps(task_payload(program.task, sample))
+                       threading.Thread(target=_feed, args=(p.stdin, (json.dumps(task_payload(program.task, sample), default=str)
                                                                       + "\n").encode()), daemon=True)]
     for t in program.readers:
         t.start()
@@ -164,8 +164,7 @@ _LOGGED: set[str] = set()
 
 def _finish(program: _Program, timed_out: bool) -> None:
     p = program.process
-    if timed_out:
-        _kill(p)
+    _kill(p)  # at its deadline; or, once it exited, whatever it left running (and holding its pipes)
     for t in program.readers:
         t.join(timeout=5)
     code = p.returncode
@@ -257,13 +256,14 @@ def to_batch(rows: list[tuple], truncated: list[bool], pad_id: int, n: int, has_
                         to(torch.tensor(truncated)), to(group_index), to(entropy) if has_entropy else None, to(loss_mask))
 
 
-def _transcript(calls: list[Call], answer: str) -> list[dict[str, Any]]:
+def _transcript(calls: list[Call]) -> list[dict[str, Any]]:
+    """The last call's messages (or its prompt as text) and the model's reply; empty without a call."""
     if not calls:
-        return [{"role": "agent", "content": answer}]
+        return []
     last = calls[-1]
     sent = [dict(m) for m in last.messages] if last.messages is not None else [
-        {"role": "user", "content": "(completion prompt of %d tokens)" % len(last.prompt_ids)}]
-    return sent + [{"role": "assistant", "content": last.text}, {"role": "agent", "content": answer}]
+        {"role": "user", "content": last.prompt_text}]
+    return sent + [{"role": "assistant", "content": last.text}]
 
 
 def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], params: SamplingParams, policy,
@@ -295,7 +295,7 @@ def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], param
         parts.append({"agent_reward": program.reward} if program.reward is not None and no_reference else {})
         stats.append({"turns": len(calls), "tool_calls": 0, "tool_errors": 0, "malformed_calls": 0,
                       "truncated": int(truncated[-1]), "env_errors": int(program.status != "ok")})
-        transcripts.append(_transcript(calls, program.answer))
+        transcripts.append(_transcript(calls))
     device = getattr(getattr(engine, "model", None), "device", None)
     batch = to_batch(rows, truncated, tokenizer.pad_token_id, params.n, has_entropy, device)
     n = max(len(programs), 1)
