@@ -103,6 +103,34 @@ def test_step_spans_on_multi_character_tokens(text, tokens, ends):
     check_text(MERGED, text, spans)
 
 
+def byte_level_tokenizer() -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained here on a few lines: tokens split multi-byte characters and merge across lines."""
+    from tokenizers import pre_tokenizers, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    corpus = ["12+34=46\n46+5=51\n\n#51\n", "h\u00e9llo w\u00f6rld \u65e5\u672c\u8a9e\n\nnext step\n", "1+1=2\n\n\n"] * 50
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "</s>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>")
+
+
+@pytest.mark.parametrize("text", ["12+34=46\n46+5=51\n\n#51", "h\u00e9llo w\u00f6rld \u65e5\u672c\u8a9e\n\nnext step\n",
+                                  "\u65e5\n\u672c", "\u00fc\n\n\n1+1=2", "1+1=2\n\n\n12+34=46\n#46"])
+def test_step_spans_on_byte_level_tokens(text):
+    tokenizer = byte_level_tokenizer()
+    ids = encode(tokenizer, text)
+    assert len(ids) != len(text)  # tokens are not characters: merged, or bytes of one character
+    spans = step_spans(tokenizer, ids)
+    check_text(tokenizer, text, spans)
+    for first, last, step in spans[:-1]:
+        # the step ends at the first token holding a newline after its content (leading blank lines join it)
+        assert "\n" in tokenizer.decode([ids[last]]) and "\n" not in tokenizer.decode(ids[first:last]).lstrip()
+        assert step.strip()
+
+
 def test_the_next_step_keeps_the_characters_after_the_delimiter():
     spans = step_spans(MERGED, encode(MERGED, "46\n#46"))
     assert [s[2] for s in spans] == ["46\n", "#46"]
