@@ -101,6 +101,7 @@ def test_an_estimator_that_keeps_the_reward_scale_is_accepted():
     ("backward", "gae", 0.6, 0.5, "must be below 1"),
     ("forward", "gae", -0.1, 0.2, "false_positive: expected a rate"),
     ("forward", "gae", 0.1, float("nan"), "false_negative: expected a rate"),
+    ("backward", "gae", 0.0, 0.0, "backward correction is the identity"),
 ])
 def test_bad_settings_are_reported(kind, estimator, fp, fn, message):
     problem = noise.noise_correction_problem(kind, estimator, false_positive=fp, false_negative=fn)

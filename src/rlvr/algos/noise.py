@@ -107,6 +107,9 @@ def noise_correction_problem(kind: str, estimator: str, *, false_positive: float
         check_rates(false_positive, false_negative)
     except ValueError as exc:
         return f"reward.noise.{exc}"
+    if kind == "backward" and false_positive == 0 and false_negative == 0:
+        return ("reward.noise: false_positive and false_negative are both 0, so the backward correction is the "
+                "identity; give the verifier's rates or leave reward.noise out")
     try:
         fn_needs = set(advantages.needs(estimator))
     except ValueError as exc:  # the registry's unknown-name error lists the known estimators
