@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+import rlvr.rollout.collection_stages  # noqa: F401  (first: the stages register in the order they run)
 from rlvr.algos import advantages
 from rlvr.config import config_from_dict
 from rlvr.errors import UserError

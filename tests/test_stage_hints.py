@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+import rlvr.rollout.collection_stages  # noqa: F401  (first: the stages register in the order they run)
 from rlvr.config import config_from_dict
 from rlvr.errors import UserError
 from rlvr.rollout.provenance import HINTED, ON_POLICY

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.errors import UserError
+from rlvr.rollout import stage_hints  # noqa: F401  (registered first: stages run in registration order)
 from rlvr.rollout.base import RolloutBatch, select_rows
 from rlvr.rollout.episodes import ScoredSamples, score_samples
 from rlvr.rollout.provenance import EXPERT
