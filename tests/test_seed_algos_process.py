@@ -166,6 +166,27 @@ def test_pure_estimator_end_to_end():
     assert whitened[0, 0].item() == pytest.approx(1 / math.sqrt(3), abs=1e-5)
 
 
+def test_pure_step_baseline_and_exact_form_through_the_estimator():
+    """Step baseline: b_A = B's 0.3 per step, b_B = A's 0.5 -> A 0.2, B -0.2; plus VR [1, -1] on the last tokens."""
+    rewards, index, mask, process, ends = _single_step_group()
+    for exact in (False, True):  # a single step is its own minimum in both forms
+        adv = advantages.compute("pure", rewards, index, mask, process_rewards=process, step_end=ends, whiten=False,
+                                 baseline="step", exact=exact)
+        close(adv, [[1.2, 1.2, 1.2, 0.0], [-1.2, 0.0, 0.0, 0.0]])
+
+
+def test_pure_temperature_reaches_the_min_form():
+    mask = torch.ones(1, 4, dtype=B)
+    ends = torch.tensor([[0, 1, 0, 1]], dtype=B)
+    process = torch.tensor([[0, 0.5, 0, -0.2]], dtype=F64)
+    kw = dict(process_rewards=process, step_end=ends, whiten=False, vr_coef=0.0)
+    one = torch.tensor([1.0], dtype=F64)
+    sharp = advantages.compute("pure", one, torch.tensor([0]), mask, temperature=1e-3, **kw)
+    close(sharp, [[-0.2, 0.0, -0.2, 0.0]])  # a group of one: no baseline; the worst step's reward up to it
+    soft = advantages.compute("pure", one, torch.tensor([0]), mask, temperature=10.0, **kw)
+    assert soft[0, 0].item() > -0.2 + 0.05, "a high temperature averages the steps instead"
+
+
 def test_pure_options_vr_coef_threshold_and_token_rewards():
     rewards, index, mask, process, ends = _single_step_group()
     kw = dict(process_rewards=process, step_end=ends, whiten=False)
