@@ -129,6 +129,34 @@ def test_odd_responses_never_raise(response):
     assert v.status in (Status.CORRECT, Status.INCORRECT, Status.ERROR)
 
 
+@pytest.mark.parametrize("response, q", [
+    ("<confidence>0.1</confidence><confidence>0.4</confidence>", 0.4),
+    ("<confidence><confidence>0.3</confidence>", None),           # the first open pairs with the close: "<confidence>0.3"
+    ("<confidence>0.2</confidence><confidence>", 0.2),            # a trailing unclosed tag is text
+    ("</confidence><confidence>0.6</confidence>", 0.6),
+    ("<Confidence>0.7</CONFIDENCE>", 0.7),
+])
+def test_tag_pairing_matches_a_lazy_regex(response, q):
+    import re
+
+    found = re.findall(r"<confidence>(.*?)</confidence>", response, re.DOTALL | re.IGNORECASE)
+    assert parse_confidence(response)[0] == q
+    if found:
+        try:
+            assert float(found[-1]) == q
+        except ValueError:
+            assert q is None
+
+
+def test_many_unclosed_tags_parse_in_linear_time():
+    import time
+
+    t = time.perf_counter()
+    v = cal("42 " + "<confidence>" * 200_000)
+    assert time.perf_counter() - t < 5.0  # a lazy regex needs ~10^11 steps here
+    assert v.reason == "missing_confidence"
+
+
 def test_parse_confidence_strips_every_tag():
     q, problem, rest = parse_confidence("a <confidence>0.1</confidence> b <confidence>0.4</confidence>")
     assert (q, problem) == (0.4, "") and "confidence" not in rest

@@ -61,13 +61,32 @@ def ternary_reward(correct: bool, abstained: bool) -> float:
 
 def parse_confidence(response: str, tag: str = "confidence") -> tuple[float | None, str, str]:
     """(q, problem, response without the tags): q from the LAST ``<tag>...</tag>`` (as the RLCR code reads it), or
-    None with problem "missing_confidence" (no tag) or "bad_confidence" (not a finite number in [0, 1])."""
-    pattern = re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE)
-    found = pattern.findall(response)
-    stripped = pattern.sub(" ", response)
-    if not found:
+    None with problem "missing_confidence" (no tag) or "bad_confidence" (not a finite number in [0, 1]).
+
+    Tags pair as a lazy regex would pair them (each opening tag with the first closing tag after it), but in one
+    linear pass: a lazy ``<tag>(.*?)</tag>`` rescans to the end for every unclosed opening tag, which is quadratic
+    on a response of many of them."""
+    opens = list(re.finditer(rf"<{re.escape(tag)}>", response, re.IGNORECASE))
+    closes = list(re.finditer(rf"</{re.escape(tag)}>", response, re.IGNORECASE))
+    spans, j, resume = [], 0, 0
+    for o in opens:
+        if o.start() < resume:
+            continue  # inside the previous pair
+        while j < len(closes) and closes[j].start() < o.end():
+            j += 1
+        if j == len(closes):
+            break
+        spans.append((o.start(), o.end(), closes[j].start(), closes[j].end()))
+        resume = closes[j].end()
+    pieces, last = [], 0
+    for a, _, _, d in spans:
+        pieces.append(response[last:a])
+        last = d
+    stripped = " ".join([*pieces, response[last:]]) if spans else response
+    if not spans:
         return None, "missing_confidence", stripped
-    text = found[-1].strip()
+    _, b, c, _ = spans[-1]
+    text = response[b:c].strip()
     if len(text) > _MAX_CONFIDENCE_CHARS:
         return None, "bad_confidence", stripped
     try:
