@@ -47,6 +47,18 @@ def test_hint_prefix_rejects_non_text_solution():
         hint_prefix(None, 0.5)
 
 
+@pytest.mark.parametrize("adv, loss, grad", [(1.0, -0.4, -0.4), (-1.0, 0.8, 0.0)])
+def test_guide_ratio_against_the_hinted_behaviour_policy(adv, loss, grad):
+    """Guide trains pi_theta(o | q) against old log-probs taken with the hint, pi_old(o | q, h), through ``ppo``:
+    rho = 0.2 / 0.5 = 0.4; A = +1 is unclipped, A = -1 takes the clipped branch 1 - eps = 0.8 with no gradient."""
+    logp = torch.tensor([[math.log(0.2)]], dtype=F64, requires_grad=True)
+    behaviour = torch.tensor([[math.log(0.5)]], dtype=F64)
+    value, _ = losses.compute("ppo", logp, behaviour, torch.tensor([[adv]], dtype=F64), torch.ones(1, 1))
+    value.backward()
+    assert value.item() == pytest.approx(loss, abs=TOL)
+    assert logp.grad.item() == pytest.approx(grad, abs=TOL)
+
+
 # ------------------------------------------------------------------------------------------------ DARS
 
 
