@@ -194,3 +194,10 @@ def test_noisy_over_a_process_isolated_verifier():
     # "regex" runs in the runner's supervised workers: the wrapper goes through the runner for it
     v = _noisy("the answer is 42", {"pattern": "4+2", "mode": "search"}, inner="regex", false_negative=1.0)
     assert v.reason == "noisy_false_negative" and v.details["noisy"]["inner"]["status"] == "correct"
+
+
+def test_calibrated_over_noisy_scores_the_flipped_correctness():
+    v = verify("calibrated", "42 <confidence>0.8</confidence>", "42", inner="noisy",
+               inner_options={"false_negative": 1.0})
+    assert v.score == pytest.approx(-0.64) and v.details["correct"] is False
+    assert v.details["inner"]["reason"] == "noisy_false_negative"
