@@ -201,3 +201,39 @@ def test_three_steps_through_rlvr_train(tiny_model_dir, tmp_path, mode):
         assert row["rows/hinted"] == 4
         for key in ("hint/stage_2_groups", "hint/solved_groups", "reward_mean/hinted"):
             assert key in row, key
+
+
+def test_resume_with_collection_stages_is_exact(tiny_model_dir, tmp_path):
+    """Stopped after checkpoint 2 and resumed, a run with Guide hints and DARS top-ups ends with the weights and
+    metrics of the uninterrupted run (the stages keep no state; their sampling is the step's)."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from rlvr.train import train
+    from rlvr.train.metrics import read_metrics
+
+    def cfg(out):
+        return config_from_dict({
+            "model": {"path": str(tiny_model_dir)},
+            "data": {"train": "arithmetic:chain:terms=3", "prompts_per_step": 2},
+            "rollout": {"group_size": 2, "max_new_tokens": 6},
+            "algo": {"hint_stages": [0.5, 1.0], "hint_template": "{prompt}|{hint}", "hint_mode": "guide",
+                     "dars_max_extra": 2},
+            "train": {"steps": 4, "save_every": 2, "lr": 1e-3, "out": str(out), "progress": False},
+        })
+
+    whole = train(cfg(tmp_path / "whole"))
+    cut = tmp_path / "cut"
+    train(cfg(cut))
+    shutil.rmtree(cut / "checkpoint-4")
+    lines = (cut / "metrics.jsonl").read_text().splitlines()
+    (cut / "metrics.jsonl").write_text("\n".join(lines[:3]) + "\n")  # the run died during step 4
+    train(cfg(cut), resume=True)
+    timing = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99_ms"}
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert strip(read_metrics(cut)) == strip(read_metrics(whole))
+    assert all(r["hint_frac"] == 1.0 and r["dars/extra_rollouts"] > 0 for r in read_metrics(whole))
+    a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
