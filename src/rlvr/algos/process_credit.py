@@ -4,7 +4,8 @@ replaces, and PRIME's implicit process rewards with the recipe's leave-one-out t
 Conventions: N responses, T response positions. ``process_rewards`` [N, T] holds each step's reward on the step's
 last token and 0 elsewhere; ``step_end`` [N, T] bool marks those tokens (the trainer passes both to an estimator that
 declares ``needs=("process_rewards",)``). ``index`` [N] is the group (prompt) id of each response. Groups may have
-any size; a leave-one-out term of a group of one is 0.
+any size: a response alone in its group has a leave-one-out baseline of 0, and PRIME's ``masked_rloo``, which
+scales by n / (n - 1), gives it 0.
 """
 
 from __future__ import annotations
