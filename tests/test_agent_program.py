@@ -364,3 +364,62 @@ def test_concurrent_calls_are_one_batch(tiny, monkeypatch):
         assert sum(sizes) == 4 and max(sizes) > 1
     finally:
         endpoint.close()
+
+
+class _ScriptedEngine:
+    """Replies with the next of ``texts`` (then EOS), log-prob -1 per token."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
+
+    def generate(self, prompts, params):
+        from rlvr.rollout.base import RolloutBatch
+
+        self.prompts += prompts
+        rows = [self.tokenizer(self.texts.pop(0), add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+                for _ in prompts]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        return RolloutBatch(torch.tensor(prompts), torch.ones(len(prompts), len(prompts[0]), dtype=torch.long), ids,
+                            mask, -mask.float(), torch.zeros(len(prompts), dtype=torch.bool), torch.arange(len(prompts)))
+
+    def sync_weights(self, model):
+        pass
+
+
+def test_openai_tool_calls_round_trip(tiny):
+    """A request with tools gets the model's Hermes-format call back as tool_calls; the program's next request
+    (an assistant message with tool_calls, arguments as a JSON string, and a tool message) is rendered and served."""
+    from openai import OpenAI
+
+    _, tokenizer = tiny
+    engine = _ScriptedEngine(tokenizer, ['<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>', "5"])
+    endpoint = AgentEndpoint(engine, tokenizer)
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+    replies = []
+
+    def program(key):
+        client = OpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0)
+        messages = [{"role": "user", "content": "2+3="}]
+        first = client.chat.completions.create(model="m", messages=messages, tools=tools)
+        replies.append(first)
+        messages += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id, "content": "5"}]
+        replies.append(client.chat.completions.create(model="m", messages=messages, tools=tools))
+
+    try:
+        key = endpoint.open_episode()
+        thread = threading.Thread(target=program, args=(key,))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and time.monotonic() < deadline:
+            endpoint.pump(wait_s=0.05)
+        first, second = replies
+        call = first.choices[0].message.tool_calls[0]
+        assert first.choices[0].finish_reason == "tool_calls" and first.choices[0].message.content is None
+        assert (call.function.name, json.loads(call.function.arguments)) == ("add", {"a": 2, "b": 3})
+        assert second.choices[0].message.content == "5" and second.choices[0].message.tool_calls is None
+        assert "tool: 5" in tokenizer.decode(endpoint.calls[key][1].prompt_ids)
+    finally:
+        endpoint.close()

@@ -7,7 +7,8 @@
     endpoint.calls[key]                  # every call of that episode: prompt ids, sampled ids and log-probs
 
 Served: ``POST /v1/chat/completions`` (messages rendered with the tokenizer's chat template, with the request's
-``tools`` and ``rollout.chat_template_kwargs``), ``POST /v1/completions`` (a text prompt tokenized as rlvr tokenizes
+``tools`` and ``rollout.chat_template_kwargs``; a reply to a request with ``tools`` whose text holds Hermes-format
+``<tool_call>{...}</tool_call>`` blocks comes back as ``tool_calls``), ``POST /v1/completions`` (a text prompt tokenized as rlvr tokenizes
 plain prompts, or a list of token ids used as they are) and ``GET /v1/models``. A call records the exact prompt ids the
 engine saw and the ids it sampled with their log-probs; the reply's text is the decoding of those ids, and nothing
 is ever re-tokenized from text. Each episode has its own random key (``Authorization: Bearer KEY``): a request
@@ -37,6 +38,7 @@ from typing import Any
 
 import torch
 
+from rlvr.envs.parsers import parse_calls
 from rlvr.errors import UserError
 from rlvr.models import encode_prompt
 from rlvr.models.loading import context_length
@@ -67,6 +69,7 @@ class Call:
     max_tokens: int
     messages: list[dict[str, Any]] | None = None
     prompt_text: str | None = None  # a completion's prompt as decoded text (for transcripts)
+    tools_offered: bool = False  # the request listed tools: a reply's hermes-format calls become tool_calls
     requested_temperature: float | None = None
     sampled_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -92,6 +95,23 @@ def _text_content(content: Any, where: str) -> Any:
             raise RequestError(f"{where}: only text content parts are served")
         return "".join(str(p.get("text", "")) for p in content)
     raise RequestError(f"{where}: content must be a string or a list of text parts")
+
+
+def _template_tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+    """An assistant message's tool_calls as chat templates take them: OpenAI sends ``function.arguments`` as a JSON
+    string, Hugging Face templates expect the object."""
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise RequestError(f"{where}.tool_calls must be a list of tool call objects")
+    out = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        if isinstance(function.get("arguments"), str):
+            try:
+                function["arguments"] = json.loads(function["arguments"])
+            except ValueError:
+                pass  # the template renders the string as it is
+        out.append({**call, "function": function})
+    return out
 
 
 class AgentEndpoint:
@@ -157,8 +177,11 @@ class AgentEndpoint:
             raise RequestError("stream=true is not served: ask for the whole completion")
         if body.get("n", 1) != 1:
             raise RequestError("n must be 1: each call samples one completion")
+        tools = body.get("tools") or None
+        if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+            raise RequestError("tools must be a list of tool objects")
         if path.endswith("/chat/completions"):
-            kind, messages, ids = "chat", *self._chat_prompt(body)
+            kind, messages, ids = "chat", *self._chat_prompt(body, tools)
         else:
             kind, messages, ids = "completion", None, self._completion_prompt(body)
         limit = self.settings.max_prompt_tokens
@@ -182,7 +205,7 @@ class AgentEndpoint:
             if temperature is not None and not math.isclose(float(temperature), self.settings.temperature):
                 self.counts["temperature_overridden"] += 1
         text = None if messages is not None else self.tokenizer.decode(ids, skip_special_tokens=True)
-        call = Call(key, kind, ids, allowed, messages, text, temperature)
+        call = Call(key, kind, ids, allowed, messages, text, bool(tools), temperature)
         if allowed <= 0:
             with self._lock:
                 self.counts["budget_spent"] += 1
@@ -192,7 +215,7 @@ class AgentEndpoint:
         self._pending.put(call)
         return call
 
-    def _chat_prompt(self, body: dict) -> tuple[list[dict[str, Any]], list[int]]:
+    def _chat_prompt(self, body: dict, tools: list[dict] | None) -> tuple[list[dict[str, Any]], list[int]]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise RequestError("messages must be a non-empty list of message objects")
@@ -201,7 +224,8 @@ class AgentEndpoint:
             if not isinstance(m.get("role"), str):
                 raise RequestError(f"messages[{i}].role must be a string")
             clean.append({**m, "content": _text_content(m.get("content"), f"messages[{i}]")})
-        tools = body.get("tools") or None
+            if m.get("tool_calls"):
+                clean[-1]["tool_calls"] = _template_tool_calls(m["tool_calls"], f"messages[{i}]")
         try:
             if tools:
                 text = render(self.tokenizer, clean, tools, True, self.settings.template_kwargs)
@@ -238,8 +262,14 @@ class AgentEndpoint:
                  "total_tokens": len(call.prompt_ids) + len(call.sampled_ids)}
         created, ident = int(time.time()), "rlvr-" + secrets.token_hex(8)
         if call.kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": call.text},
-                      "finish_reason": call.finish_reason, "logprobs": None}
+            message, finish = {"role": "assistant", "content": call.text}, call.finish_reason
+            parsed = parse_calls("hermes", call.text) if call.tools_offered and finish == "stop" else None
+            if parsed is not None and parsed.calls and not parsed.errors:
+                message = {"role": "assistant", "content": parsed.content or None, "tool_calls": [
+                    {"id": f"call_{secrets.token_hex(6)}", "type": "function",
+                     "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in parsed.calls]}
+                finish = "tool_calls"
+            choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
             return {"id": ident, "object": "chat.completion", "created": created, "model": "rlvr-policy",
                     "choices": [choice], "usage": usage}
         choice = {"index": 0, "text": call.text, "finish_reason": call.finish_reason, "logprobs": None}
