@@ -342,3 +342,11 @@ def test_resume_with_self_verification_is_exact(tiny_model_dir, tmp_path):
     a = AutoModelForCausalLM.from_pretrained(whole / "checkpoint-4").state_dict()
     b = AutoModelForCausalLM.from_pretrained(cut / "checkpoint-4").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_rlvr_train_names_a_template_without_its_fields(tiny_model_dir, tmp_path, capsys):
+    assert main(["train", "examples/arithmetic.yaml", f"model.path={tiny_model_dir}", f"train.out={tmp_path / 'run'}",
+                 "algo.self_verify_per_step=2", "algo.self_verify_template=rate {prompt}"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.self_verify_template" in err and "{response}" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
