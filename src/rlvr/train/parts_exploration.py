@@ -79,9 +79,11 @@ class LpReg(StepPart):
     log-prob fell below the proxy's get coef * KL(pi_proxy || pi_theta) (k3 on the sampled token) added to their
     loss (``loss``), aggregated like the policy loss. The released code also drops PPO's clipping on those tokens;
     here they keep the policy loss's clipping, which is the same within the recipe's clip range (0, 10).
-    metrics: lpreg/selected_frac (share of valid tokens regularised), lpreg/penalty (the aggregated term)."""
+    metrics: lpreg/selected_frac (share of valid tokens regularised), lpreg/penalty (the aggregated term),
+    lpreg/proxy_kept_frac (share of valid tokens min-p keeps).
 
-    needs = frozenset({"old_logp"})
+    The proxy takes a no-grad forward pass of its own (``old_policy_proxy_logprobs``); it declares no "old_logp"
+    need, so where the engine's log-probs serve as the old policy's no second pass runs for them."""
 
     def __init__(self, options: dict[str, float], model: torch.nn.Module, cfg: Config):
         self.options, self.model, self.cfg = options, model, cfg
