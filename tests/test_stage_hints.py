@@ -182,16 +182,16 @@ def test_builder_follows_the_config(tmp_path):
         build_stages(cfg(hint_stages=[0.5], hint_template="no fields"))
 
 
-@pytest.mark.parametrize("mode", ["replace", "guide"])
-def test_three_steps_through_rlvr_train(tiny_model_dir, tmp_path, mode):
-    """4-term chains the untrained tiny model cannot solve: every group is hinted, and the metrics are logged."""
+def test_three_steps_through_rlvr_train(tiny_model_dir, tmp_path):
+    """4-term chains the untrained tiny model cannot solve: every group is hinted, and the metrics are logged (guide
+    mode trains in test_resume_with_collection_stages_is_exact)."""
     from rlvr.cli import main
 
     out = tmp_path / "run"
     assert main(["train", "examples/arithmetic.yaml", f"model.path={tiny_model_dir}", f"train.out={out}",
                  "train.steps=3", "data.train=arithmetic:chain:terms=4", "data.prompts_per_step=2",
                  "rollout.group_size=2", "rollout.max_new_tokens=6", "train.progress=false",
-                 "algo.hint_stages=[0.5, 1.0]", "algo.hint_template='{prompt}|{hint}'", f"algo.hint_mode={mode}",
+                 "algo.hint_stages=[0.5, 1.0]", "algo.hint_template='{prompt}|{hint}'",
                  "train.save_every=0"]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
