@@ -229,3 +229,34 @@ def test_empg_estimator_modulates_each_turn_of_each_episode():
     assert advantages.needs("empg") == ("entropy",)
     with pytest.raises(ValueError, match="entropy"):
         advantages.compute("empg", rewards, index, response_mask)
+
+
+# ------------------------------------------------------------------------------------------------ edge cases
+
+
+def test_padding_never_shifts_the_covariance_means():
+    logp, _, adv, mask = cov_batch()
+    padded_logp = torch.cat([logp.detach(), torch.tensor([[-50.0], [-50.0]], dtype=F64)], 1)
+    padded_adv = torch.cat([adv, torch.tensor([[9.0], [9.0]], dtype=F64)], 1)
+    padded_mask = torch.cat([mask, torch.zeros(2, 1, dtype=F64)], 1)
+    cov = ec.token_covariance(padded_logp, padded_adv, padded_mask)
+    close(cov[:, :3], [[1.55, -1.3, 0.95], [-1.4, 2.8, -0.2]])
+    assert torch.equal(cov[:, 3], torch.zeros(2, dtype=F64))
+
+
+def test_clip_cov_without_candidates_is_the_ppo_loss():
+    logp, old, adv, mask = cov_batch()
+    clip_cov, _ = losses.compute("clip_cov", logp, old, adv, mask, cov_lb=10.0, cov_ub=20.0)
+    ppo, _ = losses.compute("ppo", logp, old, adv, mask)
+    assert clip_cov.item() == ppo.item()
+
+
+def test_empg_with_equal_step_entropies_keeps_the_advantage_and_adds_the_bonus():
+    g, bonus = cs.empg_modulation(torch.full((3,), 0.7, dtype=F64), torch.tensor([False, False, True]))
+    close(g, [1 / (1 + 1e-8)] * 3)  # H~ = 0 everywhere: exp(0) / (mean + 1e-8)
+    close(bonus, [0.1, 0.1, 0.0])
+
+
+def test_ace_leaves_zero_and_positive_advantages_alone_whatever_the_confidence():
+    adv = torch.tensor([[0.0, 0.0], [0.3, 0.3]], dtype=F64)
+    assert torch.equal(cs.ace_penalty(adv, torch.tensor([50.0, 50.0], dtype=F64), alpha=2.0), adv)

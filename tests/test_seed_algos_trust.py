@@ -207,3 +207,13 @@ def test_sapo_gate_decays_smoothly_off_policy_and_ignores_the_clip_range():
     close(logp.grad, [[-w for w in weights]])
     assert all(g < 0 for g in logp.grad[0].tolist()), "never exactly zero, unlike a hard clip"
     assert losses.default_agg("sapo") == "seq-mean-token-mean" and losses.zero_at_zero_advantage("sapo")
+
+
+# ------------------------------------------------------------------------------------------------ edge cases
+
+
+def test_dcpo_bounds_at_certainty_and_a_lone_response():
+    lo, hi = tr.dcpo_bounds(torch.zeros(1, dtype=F64), 0.16, 0.2)  # q = 1
+    close([lo.item(), hi.item()], [0.5 + 0.5 * math.sqrt(0.36), 0.5 + 0.5 * math.sqrt(1.8)])  # [0.8, 1.170820]
+    adv, (n, mean, std) = tr.sas_group_advantages(torch.tensor([1.0], dtype=F64), 0, 0.0, 0.0)
+    assert adv.tolist() == [0.0] and (n, mean, std) == (1, 1.0, 0.0), "one response: no std, advantage 0"
