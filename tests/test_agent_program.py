@@ -14,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlvr.cli import main
+from rlvr.errors import UserError
 from rlvr.rollout import HFEngine, SamplingParams, make_engine
 from rlvr.rollout.agent_endpoint import AgentEndpoint, EndpointSettings
 from rlvr.rollout.agent_program import ProgramLimits, parse_output, run_agent_program, stitch, task_payload
@@ -191,11 +192,16 @@ def test_stitch_by_hand():
 
 
 MISBEHAVING = {
-    "crash": "import sys; sys.stdout.write('42'); sys.exit(3)",
+    "crash": ("import json, os, sys, urllib.request\n"  # asks the model once, then crashes
+              "body = json.dumps({'model': 'm', 'prompt': '1+2=', 'max_tokens': 2}).encode()\n"
+              "urllib.request.urlopen(urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/completions', data=body, "
+              "headers={'Authorization': 'Bearer ' + os.environ['OPENAI_API_KEY']}))\n"
+              "sys.stdout.write('42'); sys.exit(3)"),
     "hang": "import subprocess, sys, time; p = subprocess.Popen(['sleep', '60']); open(sys.argv[2], 'a').write(f'{p.pid}\\n'); time.sleep(60)",
     "orphan": "import subprocess, sys; p = subprocess.Popen(['sleep', '60']); open(sys.argv[2], 'a').write(f'{p.pid}\\n'); print('done')",
     "flood": "import sys; sys.stdout.write('x' * 10_000_000)",
     "silent": "pass",
+    "divide": "1 / 0",
     "reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
     "echo": "import sys; print(sys.stdin.read())",
     "badkey": ("import os, urllib.request, urllib.error\n"
@@ -218,7 +224,11 @@ def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
     started = time.monotonic()
     for kind in ("crash", "hang", "orphan", "flood", "silent"):
         run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} {kind} {pids}", [Task("1+2=", "3", "t")], limits=limits)
-        assert run.batch.size == 2 and int(run.batch.loss_mask.sum()) == 0  # no call: nothing to train
+        assert run.batch.size == 2
+        if kind == "crash":  # what it sampled before crashing is trained, with the empty answer's reward
+            assert run.metrics["agent/calls_mean"] == 1 and int(run.batch.loss_mask.sum()) > 0
+        else:
+            assert int(run.batch.loss_mask.sum()) == 0  # no call: nothing to train
         if kind == "flood":
             assert run.answers == ["x" * 1000] * 2 and run.metrics["agent/output_capped_frac"] == 1.0
         elif kind == "orphan":
@@ -241,6 +251,14 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_command_that_never_works_is_one_error(tmp_path, misbehaving):
+    """Failing in every episode before any call is a broken command: one error with its stderr, not a run of zeros."""
+    with pytest.raises(UserError, match="rollout.agent_command=.* failed in every episode(.|\n)*ZeroDivisionError"):
+        _run(tmp_path, f"{sys.executable} {misbehaving} divide x", [Task("1+2=", "3", "t")])
+    with pytest.raises(UserError, match="could not start"):
+        _run(tmp_path, str(tmp_path / "no-such-program"), [Task("1+2=", "3", "t")])
 
 
 def test_returned_reward_counts_only_without_a_reference(tmp_path, misbehaving):

@@ -12,7 +12,9 @@ never the reference (nor meta keys that may hold the answer: HIDDEN_META_KEYS). 
 any number of times and run tools of its own; it prints its final answer on stdout: plain text, or a JSON object
 ``{"answer": "...", "reward": 0.5}``. A program that exits non-zero, outlives its deadline (killed with everything it
 started) or prints nothing has the empty answer, counted in ``agent/failed_frac`` / ``agent/timeout_frac``; stdout
-beyond the output cap is dropped (``agent/output_capped_frac``). Nothing a program does stops the run.
+beyond the output cap is dropped (``agent/output_capped_frac``); what a program leaves running is killed when it
+exits. Nothing the model makes a program do stops the run; only a command failing in EVERY episode of a collection
+before a single call to the model (a broken command, not a verdict) is a UserError that shows its stderr.
 
 The trained row of an episode (one row per episode, rows i*n .. i*n+n-1 answer tasks[i]) is built from the calls
 as the engine saw them, never from re-rendered text: when each call's prompt ids begin with the previous call's
@@ -282,6 +284,10 @@ def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], param
         run_programs(endpoint, programs, argv, limits, params.n)
     finally:
         endpoint.close()
+    if all(p.status == "failed" and not endpoint.calls[p.key] for p in programs):
+        tail = programs[0].stderr.decode("utf-8", errors="replace").strip()[-1500:]
+        raise UserError(f"rollout.agent_command={policy.agent_command!r} failed in every episode before calling the "
+                        f"model (exit status {programs[0].process.returncode}); its stderr ends:\n{tail or '(nothing)'}")
     rows, truncated, parts, stats, transcripts = [], [], [], [], []
     has_entropy, device = True, None
     for program in programs:
