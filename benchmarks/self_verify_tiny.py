@@ -117,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     warm = warm_start(args.out, args.seed)
     tasks, answers = fixed_answers(warm, args.seed)
     before = heldout(warm, tasks, answers)
-    lines = [f"2-digit addition, {len(tasks)} held-out problems, {args.steps} steps x {BASE['data']['prompts_per_step']} "
-             f"prompts x {BASE['rollout']['group_size']} responses, seed {args.seed}; fixed answers to rate: "
-             f"{pct(before['verify/answers_correct'])} correct",
+    lines = [f"2-digit addition, {len(tasks)} held-out problems, {args.steps} steps x "
+             f"{BASE['data']['prompts_per_step']} prompts x {BASE['rollout']['group_size']} responses, "
+             f"seed {args.seed}; fixed answers to rate: {pct(before['verify/answers_correct'])} correct",
              "| run | held-out pass@1 | held-out verification accuracy | on correct answers | on wrong answers | "
              "train: solving score (first 10 / last 10 steps) | train: verify/accuracy (first 10 / last 10) | s/step |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |",
              f"| warm start | {pct(before['pass@1'])} | {pct(before['verify/accuracy'])} | "
-             f"{pct(before.get('verify/accuracy_on_correct'))} | {pct(before.get('verify/accuracy_on_wrong'))} | - | - | - |"]
+             f"{pct(before.get('verify/accuracy_on_correct'))} | {pct(before.get('verify/accuracy_on_wrong'))} | "
+             "- | - | - |"]
     print("\n".join(lines), flush=True)
     for name, algo in METHODS.items():
         tree = json.loads(json.dumps(BASE))

@@ -307,10 +307,10 @@ TINY_TEMPLATE = "Q:{prompt} A:{response} ok? "
 
 def test_rlvr_train_with_self_verification_logs_its_metrics(warm_model_dir, tmp_path):
     out = tmp_path / "run"
-    assert main(["train", "examples/arithmetic.yaml", f"model.path={warm_model_dir}", "data.train=arithmetic:train:digits=1",
-                 "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=4", "train.steps=3",
-                 "train.progress=false", f"train.out={out}", "algo.self_verify_per_step=4",
-                 f"algo.self_verify_template={TINY_TEMPLATE}"]) == 0
+    assert main(["train", "examples/arithmetic.yaml", f"model.path={warm_model_dir}",
+                 "data.train=arithmetic:train:digits=1", "data.prompts_per_step=8", "rollout.group_size=4",
+                 "rollout.max_new_tokens=4", "train.steps=3", "train.progress=false", f"train.out={out}",
+                 "algo.self_verify_per_step=4", f"algo.self_verify_template={TINY_TEMPLATE}"]) == 0
     assert load_config(out / "config.yaml").algo.self_verify_template.startswith("Q:{prompt} A:{response} ok?")
     rows = read_metrics(out)
     assert [r["step"] for r in rows] == [1, 2, 3]
