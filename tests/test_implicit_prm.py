@@ -20,7 +20,7 @@ from rlvr.models import TinySpec, build_tiny_model
 from rlvr.rollout.base import RolloutBatch
 from rlvr.train.learner import prepare_experience
 from rlvr.train.parts import PartContext, build_parts
-from rlvr.train.parts_process import ImplicitPRM, ImplicitPRMConfigError, all_but_last_token
+from rlvr.train.parts_process import ImplicitPRM, all_but_last_token
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = TinySpec(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
@@ -275,14 +275,6 @@ def test_pairwise_accuracy_is_taken_before_the_update():
         da = [acc[rows][i] - acc[rows][j] for i, j in pairs]
         expected.append(sum(abs(a) for s, a in zip(ds, da) if (s > 0) == (a > 0)) / sum(abs(a) for a in da))
     assert exp.metrics["prm/pairwise_acc"] == pytest.approx(float(sum(expected) / 2), abs=1e-6)
-
-
-def test_more_than_one_learner_is_a_config_error():
-    model, _ = build_tiny_model(SPEC, seed=0)
-    cfg = _cfg()
-    cfg.cluster.learners = 2
-    with pytest.raises(ImplicitPRMConfigError, match="cluster.learners"):
-        build_parts(cfg, PartContext(model, lambda: copy.deepcopy(model)))
 
 
 def test_prime_trains_from_the_command_line_and_saves_the_prm(warm_model_dir, tmp_path):

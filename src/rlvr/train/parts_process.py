@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from rlvr.config import Config
-from rlvr.errors import UserError
+from rlvr.train.group import SINGLE, LearnerGroup
+from rlvr.train.loss_scale import clip_scaled_grad_norm
 from rlvr.train.parts import PartContext, StepPart, register_part
 
 # verl recipe/prime: the PRM optimizer's grad_clip. The first recipe config (prime_trainer.yaml at verl 15510e8)
@@ -28,19 +29,11 @@ PRM_GRAD_CLIP = 1.0
 SOLVED = 1.0 - 1e-9  # a reward at least this high counts as solved (acc = 1) in the PRM's labels
 
 
-class ImplicitPRMConfigError(UserError):
-    """The implicit PRM cannot run with these config keys; the message names them."""
-
-
 @register_part("implicit_prm")
 def _implicit_prm(cfg: Config, ctx: PartContext):
     if not cfg.algo.implicit_prm:
         return None
-    if cfg.cluster.learners > 1:
-        raise ImplicitPRMConfigError(
-            f"algo.implicit_prm=true runs with one learner (cluster.learners=1), got cluster.learners="
-            f"{cfg.cluster.learners}: the implicit PRM's update is not sharded across learner ranks yet")
-    return ImplicitPRM(cfg, ctx.load_reference(), _initial_policy_copy(cfg, ctx))
+    return ImplicitPRM(cfg, ctx.load_reference(), _initial_policy_copy(cfg, ctx), ctx.group)
 
 
 def _initial_policy_copy(cfg: Config, ctx: PartContext) -> torch.nn.Module:
@@ -92,12 +85,17 @@ class ImplicitPRM(StepPart):
        stage may have used them already).
 
     Log-probs are taken at ``rollout.temperature``, as the reference's are (the recipe samples and scores at 1).
+    With several learner ranks (``cluster.learners``, ddp or fsdp2) every rank holds the whole PRM and its
+    optimizer, as a separate critic does: each rank runs the forward and backward passes of its shard of every
+    mini-batch, the gradients are summed across ranks, and every rank takes the same step, the one a single
+    process takes.
     """
 
     needs = frozenset({"ref_logp"})
 
-    def __init__(self, cfg: Config, reference: torch.nn.Module, model: torch.nn.Module):
-        self.cfg, self.beta = cfg, cfg.algo.prm_beta
+    def __init__(self, cfg: Config, reference: torch.nn.Module, model: torch.nn.Module,
+                 group: LearnerGroup = SINGLE):
+        self.cfg, self.beta, self.group = cfg, cfg.algo.prm_beta, group
         self.reference = reference  # the run's frozen initial policy: its log-probs are exp.ref_logp
         self.model = model
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -123,10 +121,10 @@ class ImplicitPRM(StepPart):
         from rlvr.algos import process_credit
         from rlvr.train.learner import micro_batches, rows_forward, updates_per_batch
 
-        batch, cfg = exp.batch, self.cfg
+        batch, cfg, group = exp.batch, self.cfg, self.group
         acc = acc_labels(exp.rewards)
         rewarded = all_but_last_token(batch.response_mask)
-        scores = torch.zeros(batch.response_mask.shape, dtype=torch.float32, device=acc.device)
+        scores = torch.zeros(batch.size, dtype=torch.float64)  # each response's summed token rewards (this rank's rows)
         losses, norms = [], []
         self.model.train()
         _, parts = updates_per_batch(cfg, batch.size)
@@ -135,22 +133,27 @@ class ImplicitPRM(StepPart):
                 continue
             self.optimizer.zero_grad(set_to_none=True)
             loss_sum = 0.0
-            for rows in micro_batches(batch, mini.tolist(), cfg):
+            mine = group.shard(mini.tolist())
+            for rows in micro_batches(batch, mine, cfg) if mine else []:
                 r = torch.tensor(rows, device=acc.device)
                 with torch.enable_grad():
                     logp = rows_forward(self.model, batch, r, cfg).logp
                     loss = process_credit.prm_ce_loss(logp, exp.ref_logp[r], batch.response_mask[r], acc[r], self.beta)
                     (loss * (len(rows) / len(mini))).backward()
                 loss_sum += float(loss.detach()) * len(rows)
-                scores[r] = self.beta * (logp.detach().float() - exp.ref_logp[r].float()) * rewarded[r]
-            norm = float(torch.nn.utils.clip_grad_norm_(self.params, PRM_GRAD_CLIP))
+                q = logp.detach().double() - exp.ref_logp[r].double()
+                scores[r.cpu()] = (self.beta * q * rewarded[r]).sum(-1).cpu()
+            group.reduce_gradients(self.params)  # the sum over ranks: the gradient of the whole mini-batch
+            norm = clip_scaled_grad_norm(self.params, PRM_GRAD_CLIP, 1.0)  # measured in float32 for low precision
             if math.isfinite(norm):  # a non-finite gradient is dropped: the PRM stays as it was
                 self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-            losses.append(loss_sum / len(mini))
+            losses.append(group.sum([loss_sum])[0] / len(mini))
             norms.append(norm)
+        scores = torch.tensor(group.sum(scores.tolist()), dtype=torch.float64)  # each row was scored on one rank
         return {"prm/loss": sum(losses) / len(losses), "prm/grad_norm": sum(norms) / len(norms),
-                "prm/pairwise_acc": float(process_credit.pairwise_accuracy(scores.sum(-1), acc, batch.group_index))}
+                "prm/pairwise_acc": float(process_credit.pairwise_accuracy(scores, acc.double().cpu(),
+                                                                           batch.group_index.cpu()))}
 
     @torch.no_grad()
     def logprobs(self, exp) -> torch.Tensor:
@@ -159,7 +162,7 @@ class ImplicitPRM(StepPart):
 
         self.model.eval()
         every = torch.arange(exp.size, device=exp.batch.response_ids.device)
-        out = forward_rows(self.model, exp.batch, every, self.cfg).logp
+        out = forward_rows(self.model, exp.batch, every, self.cfg, self.group).logp
         self.model.train()
         return out
 
