@@ -296,3 +296,20 @@ def test_prime_trains_from_the_command_line_and_saves_the_prm(warm_model_dir, tm
     initial = AutoModelForCausalLM.from_pretrained(warm_model_dir).state_dict()
     assert any(not torch.equal(prm[k], initial[k]) for k in prm)  # the PRM was trained
     assert any(not torch.equal(prm[k], policy[k]) for k in prm)  # ... as a model of its own
+
+
+def test_with_lora_the_prm_is_a_whole_trainable_copy_of_the_base_model(tiny_model_dir):
+    """A LoRA run's reference is the policy with its adapter off; the PRM is then the base model loaded afresh, every
+    weight trainable (the recipe trains the whole PRM)."""
+    from rlvr.models import load_model
+    from rlvr.models.lora import AdapterDisabled, apply_lora
+
+    base, _ = load_model(tiny_model_dir)
+    policy = apply_lora(load_model(tiny_model_dir)[0], {"r": 4}, str(tiny_model_dir))
+    cfg = config_from_dict({"model": {"path": str(tiny_model_dir), "lora": {"r": 4}},
+                            "algo": {"advantage": "prime", "implicit_prm": True}})
+    prm = build_parts(cfg, PartContext(policy, lambda: AdapterDisabled(policy)))["implicit_prm"]
+    assert not hasattr(prm.model, "peft_config")
+    expected = base.state_dict()
+    assert all(torch.equal(v, expected[k]) for k, v in prm.model.state_dict().items())
+    assert len(prm.params) == len(list(base.parameters())) and all(p.requires_grad for p in prm.params)
