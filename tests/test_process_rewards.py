@@ -131,6 +131,44 @@ def test_step_spans_on_byte_level_tokens(text):
         assert step.strip()
 
 
+def metaspace_tokenizer() -> PreTrainedTokenizerFast:
+    """SentencePiece-style: spaces become a word-start mark, and decoding a slice drops its leading space."""
+    from tokenizers import pre_tokenizers, trainers
+
+    backend = Tokenizer(models.BPE(unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"], show_progress=False)
+    backend.train_from_iterator(["one two\n four five\n six", "1+1=2\n 2+2=4\n #4"] * 20, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+@pytest.mark.parametrize("tokenizer, text, ends", [
+    (CHAR, "1+1=2\n46\n#46", [6, 9, 12]),
+    (MERGED, "1+1=2\n46\n#46", [6, 9, 12]),
+    (CHAR, "a\nb\n\n\n", [2, 4]),          # trailing blank lines join the last step but not its end
+    (CHAR, "x\n ", [2]),
+    (MERGED, "46\n#", [3, 4]),             # one token ends a step and begins the next, which gets the EOS
+    (CHAR, "", []),
+    ("metaspace", "one two\n four five\n six", [8, 19, 23]),  # slices decode without their leading space
+    ("metaspace", "1+1=2\n 2+2=4\n #4", [6, 13, 16]),
+])
+def test_step_end_offsets_in_the_decoded_response(tokenizer, text, ends):
+    from rlvr.rewards.process import _spans_and_ends
+
+    tokenizer = metaspace_tokenizer() if tokenizer == "metaspace" else tokenizer
+    ids = encode(tokenizer, text, eos=bool(text))
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert _spans_and_ends(tokenizer, ids, "\n", with_ends=True)[1] == ends
+
+
+def test_arith_steps_on_a_sentencepiece_style_tokenizer():
+    tokenizer, text = metaspace_tokenizer(), "1+1=2\n 2+2=1\n #4"
+    assert tokenizer.decode(encode(tokenizer, text)) == text
+    pr = compute_process("arith_steps", batch_of(tokenizer, [text]), [text], tasks_for(1), tokenizer)
+    assert pr.values[pr.step_end].tolist() == [1.0, -1.0, 0.0]
+
+
 def test_the_next_step_keeps_the_characters_after_the_delimiter():
     spans = step_spans(MERGED, encode(MERGED, "46\n#46"))
     assert [s[2] for s in spans] == ["46\n", "#46"]
@@ -162,8 +200,9 @@ def test_step_spans_are_fast_on_long_steps():
     import time
 
     start = time.perf_counter()
-    step_spans(CHAR, encode(CHAR, "x" * 20_000 + "\n" + "1+1=2\n" * 2000))
-    assert time.perf_counter() - start < 5.0  # O(length): ~0.1 s; the whole-prefix decode would take minutes
+    spans = step_spans(CHAR, encode(CHAR, "x" * 20_000 + "\n" + "1+1=2\n" * 2000 + "\n" * 20_000 + "y"))
+    assert time.perf_counter() - start < 5.0  # O(length): ~0.2 s; decoding every prefix would take minutes
+    assert len(spans) == 2002 and spans[-1][2] == "\n" * 20_000 + "y"
 
 
 # ----------------------------------------------------------------------------------------- arith_steps
@@ -363,6 +402,15 @@ def test_prm_reads_the_token_that_ends_the_step_in_its_own_tokenizer(tmp_path):
     assert tokens == ["1+1", "=2\n", "46", "\n#", "46"]
     pr = compute_process("prm", batch_of(CHAR, [text]), [text], [Task("", "46", "t")], CHAR, path=str(folder))
     assert pr.values[0][pr.step_end[0]].tolist() == pytest.approx([scores[1], scores[3], scores[4]], abs=1e-5)
+
+
+def test_prm_with_a_sentencepiece_style_policy_tokenizer(tmp_path):
+    """The policy's slices decode without their leading space; the PRM still reads each step where it ends."""
+    folder = save_prm(tmp_path / "prm", CHAR, seed=1)
+    policy, text = metaspace_tokenizer(), "1+1=2\n 2+2=4\n #4"
+    pr = compute_process("prm", batch_of(policy, [text]), [text], tasks_for(1), policy, path=str(folder))
+    expected = prm_reference(folder, "12+34+5=" + text, [8 + 6, 8 + 13, 8 + 16])
+    assert pr.values[pr.step_end].tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_prm_is_loaded_once_per_folder(tmp_path, monkeypatch):

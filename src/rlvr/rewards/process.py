@@ -127,17 +127,18 @@ def _blank(text: str, delimiter: str) -> bool:
 def _closing(body: str, delimiter: str) -> int:
     """Where the text of a finished step ends in ``body`` (just past its last delimiter), or -1 while ``body`` holds
     no delimiter that follows some text (a blank line does not end a step: it joins the next one)."""
-    pos = body.find(delimiter)
-    while pos >= 0:
-        if not _blank(body[:pos], delimiter):
-            return body.rfind(delimiter) + len(delimiter)
-        pos = body.find(delimiter, pos + len(delimiter))
-    return -1
+    masked = body.replace(delimiter, " " * len(delimiter))  # same indices; delimiters read as blanks
+    content = len(masked) - len(masked.lstrip())
+    if content == len(body) or body.find(delimiter, content) < 0:
+        return -1
+    return body.rfind(delimiter) + len(delimiter)
 
 
 def _spans_and_ends(tokenizer: Any, ids: list[int], delimiter: str, *, with_ends: bool = False,
                     window: int = 8) -> tuple[list[tuple[int, int, str]], list[int]]:
-    """step_spans, and (``with_ends``) the character offset in the decoded response where each step's text ends."""
+    """step_spans, and (``with_ends``) the character offset in the decoded response where each step's text ends:
+    just past its delimiter (blank text a last step was given at the end does not count), or at the end of the
+    response for a last step without one."""
     if not delimiter:
         raise UserError("a process-reward step delimiter must be a non-empty string")
 
@@ -145,34 +146,49 @@ def _spans_and_ends(tokenizer: Any, ids: list[int], delimiter: str, *, with_ends
         return tokenizer.decode(part, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     spans: list[tuple[int, int, str]] = []
-    ends: list[int] = []
+    tails: list[int] = []  # per step: characters its last token's decoded prefix holds after the step's end
     start, carry = 0, ""  # first token of the open step; text of the previous step's last token after its delimiter
+    has_text = False  # the open step holds more than blanks
+    window = max(window, 2 * len(delimiter))
     for t in range(len(ids)):
-        # The delimiter can first appear only in the text of the last few tokens: decode those first (cheap), and
-        # the whole open step only when they may hold it, so a long step costs O(length), not O(length^2).
-        recent = decode(ids[max(start, t - window + 1):t + 1])
-        if delimiter[0] not in recent and not (t == start and delimiter[0] in carry):
+        # Only the last few tokens can complete a delimiter or bring the step's first text: decode those (cheap),
+        # and the whole open step only when they hold a delimiter after some text, so that a step costs
+        # O(window x length) however long it is, and a flood of blank lines costs no more.
+        low = max(start, t - window + 1)
+        recent = (carry if low == start else "") + decode(ids[low:t + 1])
+        has_text = has_text or not _blank(recent, delimiter)
+        if not has_text or delimiter not in recent:
             continue
         body = carry + decode(ids[start:t + 1])
         close = _closing(body, delimiter)
         if close < 0:
             continue
         spans.append((start, t, body[:close]))
-        ends.append(len(decode(ids[:t + 1])) - (len(body) - close) if with_ends else 0)
-        start, carry = t + 1, body[close:]
+        tails.append(len(body) - close)
+        start, carry, has_text = t + 1, body[close:], False
     if start < len(ids):
         rest = carry + decode(ids[start:])
         if not _blank(rest, delimiter) or not spans:
             spans.append((start, len(ids) - 1, rest))
-            ends.append(len(decode(ids)) if with_ends else 0)
+            tails.append(0)
         else:  # only blank text after the last delimiter (and EOS): the last step ends at the last token
             first, _, text = spans[-1]
-            spans[-1] = (first, len(ids) - 1, text + rest)
-    elif not _blank(carry, delimiter):  # the last token ended a step and began another ("=2\n#4"): one step
-        # holds both lines
-        first, last, text = spans[-1]
-        spans[-1], ends[-1] = (first, last, text + carry), ends[-1] + len(carry)
-    return spans, ends
+            spans[-1], tails[-1] = (first, len(ids) - 1, text + rest), len(rest)
+    elif carry:  # the last token ended a step and began another ("=2\n#4"): one step holds both lines (a blank
+        first, last, text = spans[-1]  # rest only joins it)
+        spans[-1], tails[-1] = (first, last, text + carry), len(carry) if _blank(carry, delimiter) else 0
+    if not with_ends:
+        return spans, []
+    texts = [text for _, _, text in spans]
+    if "".join(texts) == decode(ids):  # the steps' texts tile the response: offsets add up (no decoding)
+        offsets, total = [], 0
+        for text, (_, last, _), tail in zip(texts, spans, tails):
+            total += len(text)
+            offsets.append(total - (tail if last == len(ids) - 1 else 0))
+        return spans, offsets
+    # A tokenizer whose decoding of a slice differs from its part of the whole (SentencePiece drops a leading
+    # space): measure each step's end in the decoded prefix.
+    return spans, [len(decode(ids[:last + 1])) - tail for (_, last, _), tail in zip(spans, tails)]
 
 
 def step_spans(tokenizer: Any, response_ids: list[int], delimiter: str = "\n") -> list[tuple[int, int, str]]:
