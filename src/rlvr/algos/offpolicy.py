@@ -106,7 +106,8 @@ def log_ratios(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor,
     """(d [N, T] float64 with 0 on padding, S [N], G [N], valid [N, T] bool): the token, sequence and geometric
     log-ratios defined above. A row with no valid token has S = G = 0."""
     valid = _valid(response_mask)
-    d = torch.where(valid, trainer_logp.detach().double() - rollout_logp.detach().double(), torch.zeros((), dtype=torch.float64))
+    zero = torch.zeros((), dtype=torch.float64, device=trainer_logp.device)
+    d = torch.where(valid, trainer_logp.detach().double() - rollout_logp.detach().double(), zero)
     seq = d.sum(-1)
     geo = seq / valid.sum(-1).clamp(min=1)
     return d, seq, geo, valid

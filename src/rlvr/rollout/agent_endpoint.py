@@ -8,11 +8,12 @@
 
 Served: ``POST /v1/chat/completions`` (messages rendered with the tokenizer's chat template, with the request's
 ``tools`` and ``rollout.chat_template_kwargs``; a reply to a request with ``tools`` whose text holds Hermes-format
-``<tool_call>{...}</tool_call>`` blocks comes back as ``tool_calls``), ``POST /v1/completions`` (a text prompt tokenized as rlvr tokenizes
-plain prompts, or a list of token ids used as they are) and ``GET /v1/models``. A call records the exact prompt ids the
-engine saw and the ids it sampled with their log-probs; the reply's text is the decoding of those ids, and nothing
-is ever re-tokenized from text. Each episode has its own random key (``Authorization: Bearer KEY``): a request
-without a known key is refused (401) and the key says which episode a call belongs to.
+``<tool_call>{...}</tool_call>`` blocks comes back as ``tool_calls``), ``POST /v1/completions`` (a text prompt
+tokenized as rlvr tokenizes plain prompts, or a list of token ids used as they are) and ``GET /v1/models``. A call
+records the exact prompt ids the engine saw and the ids it sampled with their log-probs; the reply's text is the
+decoding of those ids, and nothing is ever re-tokenized from text. Each episode has its own random key
+(``Authorization: Bearer KEY``): a request without a known key is refused (401) and the key says which episode a call
+belongs to.
 
 Sampling: the run's ``rollout.temperature`` / ``top_p`` / ``top_k`` always (the trainer scores tokens at that
 temperature; a request asking for another is served at the run's and counted in ``temperature_overridden``), ``n`` = 1,
@@ -355,7 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _error(self, code: int, message: str) -> None:
-        kind = {401: "authentication_error", 404: "not_found_error", 503: "server_error"}.get(code, "invalid_request_error")
+        kinds = {401: "authentication_error", 404: "not_found_error", 503: "server_error"}
+        kind = kinds.get(code, "invalid_request_error")
         self._send(code, {"error": {"message": message, "type": kind, "code": code}})
 
     def _key(self) -> str | None:

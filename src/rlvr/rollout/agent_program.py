@@ -152,11 +152,11 @@ def _start(program: _Program, argv: list[str], base_url: str, limits: ProgramLim
         raise UserError(f"rollout.agent_command={shlex.join(argv)!r} could not start: {exc}") from None
     program.started, program.status = time.monotonic(), "running"
     p = program.process
+    payload = (json.dumps(task_payload(program.task, sample), default=str) + "\n").encode()
     program.readers = [threading.Thread(target=_drain, args=(p.stdout, program.stdout, limits.output_bytes, program),
                                         daemon=True),
                        threading.Thread(target=_drain, args=(p.stderr, program.stderr, 65536), daemon=True),
-                       threading.Thread(target=_feed, args=(p.stdin, (json.dumps(task_payload(program.task, sample), default=str)
-                                                                      + "\n").encode()), daemon=True)]
+                       threading.Thread(target=_feed, args=(p.stdin, payload), daemon=True)]
     for t in program.readers:
         t.start()
 
@@ -206,7 +206,10 @@ def run_programs(endpoint: AgentEndpoint, programs: list[_Program], argv: list[s
             _kill(program.process)
 
 
-def stitch(prompt_ids: list[int], calls: list[Call]) -> tuple[list[int], list[int], list[int], list[float], list[float], int]:
+Row = tuple[list[int], list[int], list[int], list[float], list[float], int]
+
+
+def stitch(prompt_ids: list[int], calls: list[Call]) -> Row:
     """(prompt ids, response ids, loss mask, log-probs, entropy, untrained calls) of one episode (module docstring).
     ``prompt_ids``: the task's own prompt, for an episode without calls."""
     if not calls:
@@ -231,7 +234,7 @@ def stitch(prompt_ids: list[int], calls: list[Call]) -> tuple[list[int], list[in
     return list(chain[0].prompt_ids), ids, loss, logprobs, entropy, first
 
 
-def to_batch(rows: list[tuple], truncated: list[bool], pad_id: int, n: int, has_entropy: bool, device) -> RolloutBatch:
+def to_batch(rows: list[Row], truncated: list[bool], pad_id: int, n: int, has_entropy: bool, device) -> RolloutBatch:
     count = len(rows)
     width_p = max(1, max(len(r[0]) for r in rows))
     width = max(1, max(len(r[1]) for r in rows))
@@ -255,7 +258,8 @@ def to_batch(rows: list[tuple], truncated: list[bool], pad_id: int, n: int, has_
     group_index = torch.arange(count // n).repeat_interleave(n)
     to = lambda t: t.to(device)  # noqa: E731
     return RolloutBatch(to(prompt_ids), to(prompt_mask), to(response_ids), to(response_mask), to(logprobs),
-                        to(torch.tensor(truncated)), to(group_index), to(entropy) if has_entropy else None, to(loss_mask))
+                        to(torch.tensor(truncated)), to(group_index), to(entropy) if has_entropy else None,
+                        to(loss_mask))
 
 
 def _transcript(calls: list[Call]) -> list[dict[str, Any]]:
@@ -287,7 +291,8 @@ def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], param
     if all(p.status == "failed" and not endpoint.calls[p.key] for p in programs):
         tail = programs[0].stderr.decode("utf-8", errors="replace").strip()[-1500:]
         raise UserError(f"rollout.agent_command={policy.agent_command!r} failed in every episode before calling the "
-                        f"model (exit status {programs[0].process.returncode}); its stderr ends:\n{tail or '(nothing)'}")
+                        f"model (exit status {programs[0].process.returncode}); its stderr ends:\n"
+                        f"{tail or '(nothing)'}")
     rows, truncated, parts, stats, transcripts = [], [], [], [], []
     has_entropy, device = True, None
     for program in programs:
