@@ -163,7 +163,7 @@ def seq_tis_weights(trainer_logp, rollout_logp, response_mask, *, cap: float = 2
         raise ValueError(f"cap must be > 0, got {cap}")
     _, seq, _, valid = log_ratios(trainer_logp, rollout_logp, response_mask)
     w = torch.exp(seq.clamp(max=math.log(cap)))
-    weights = torch.where(valid, w.unsqueeze(-1), torch.zeros((), dtype=w.dtype)).to(trainer_logp.dtype)
+    weights = torch.where(valid, w.unsqueeze(-1), torch.zeros((), dtype=w.dtype, device=w.device)).to(trainer_logp.dtype)
     rows = valid.any(-1)
     r = int(rows.sum())
     return weights, {"mismatch/truncated_seq_frac": int(((seq > math.log(cap)) & rows).sum()) / r if r else 0.0}
@@ -206,7 +206,7 @@ def token_mask_weights(trainer_logp, rollout_logp, response_mask, *, low: float 
     d, _, _, valid = log_ratios(trainer_logp, rollout_logp, response_mask)
     kept = valid & _in_band(d, low, high)
     value = torch.exp(d) if weight == "ratio" else torch.ones_like(d)
-    weights = torch.where(kept, value, torch.zeros((), dtype=d.dtype)).to(trainer_logp.dtype)
+    weights = torch.where(kept, value, torch.zeros((), dtype=d.dtype, device=d.device)).to(trainer_logp.dtype)
     return weights, _mask_metrics(kept, valid)
 
 
