@@ -175,3 +175,14 @@ def test_chain_answer_runs_inline():
     from rlvr.verifiers.registry import verifier_isolation
 
     assert verifier_isolation("chain_answer") == "inline"
+
+
+def test_training_scores_chain_tasks_with_their_own_verifier():
+    """The run's default verifier (examples/arithmetic.yaml: exact) does not apply: a chain task names its own."""
+    from rlvr.rollout.episodes import Scoring, score
+
+    tasks = load_tasks("arithmetic:chain:n=4,seed=1")
+    responses = [t.meta["solution"] for t in tasks[:2]] + [t.reference for t in tasks[2:]]
+    verdicts = score(tasks, responses, Scoring(verifier="exact"))
+    assert [v.score for v in verdicts] == [1.0, 1.0, 0.0, 0.0]
+    assert [v.reason for v in verdicts] == ["answer_match", "answer_match", "no_answer", "no_answer"]
