@@ -17,7 +17,8 @@ from rlvr.tasks import Task
 
 from stage_fixtures import SAMPLED_LOGPROB, decoded, scripted_context
 
-GHPO_WORDS = "\n The following text is the beginning part of the answer, which you can refer to for solving the problem:\n"
+GHPO_WORDS = ("\n The following text is the beginning part of the answer, which you can refer to for solving the "
+              "problem:\n")
 SOLUTION = "3+4=7, 7*2=14"  # 13 characters: the spec's prefix case
 
 
@@ -127,7 +128,8 @@ def test_guide_old_policy_log_probs_come_from_the_hinted_context(tiny_model_dir)
     hinted = response_logp(view.prompt_ids, view.prompt_mask, 0)
     plain = response_logp(out.batch.prompt_ids, out.batch.prompt_mask, 0)
     assert hinted != pytest.approx(float(plain), abs=1e-4)
-    assert hinted == pytest.approx(float(response_logp(out.batch.behaviour_prompt_ids, out.batch.behaviour_prompt_mask, 0)))
+    again = response_logp(out.batch.behaviour_prompt_ids, out.batch.behaviour_prompt_mask, 0)
+    assert hinted == pytest.approx(float(again))
 
 
 def test_chat_prompts_get_the_hint_in_their_last_user_message():

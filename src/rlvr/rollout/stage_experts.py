@@ -79,7 +79,8 @@ class ExpertRows(CollectionStage):
         first = [groups[g][0] for g in with_trace for _ in range(self.rows)]
         encoded = [trace_ids(ctx.tokenizer, traces[g], ctx.params.max_new_tokens) for g in with_trace
                    for _ in range(self.rows)]
-        prompts = select_rows(samples.batch, torch.tensor(first, dtype=torch.long, device=samples.batch.response_ids.device))
+        device = samples.batch.response_ids.device
+        prompts = select_rows(samples.batch, torch.tensor(first, dtype=torch.long, device=device))
         batch = expert_batch(prompts, [ids for ids, _ in encoded], [cut for _, cut in encoded], ctx.pad_id)
         texts = ctx.tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
         experts = score_samples(batch, [samples.tasks[r] for r in first], texts, ctx.params, ctx.scoring, step, {})

@@ -131,7 +131,8 @@ class Hints(CollectionStage):
         task is the one whose prompt it is trained on)."""
         batch = again.batch
         first = [groups[int(g)][0] for g in batch.group_index.tolist()]
-        plain = select_rows(samples.batch, torch.tensor(first, dtype=torch.long, device=samples.batch.prompt_ids.device))
+        device = samples.batch.prompt_ids.device
+        plain = select_rows(samples.batch, torch.tensor(first, dtype=torch.long, device=device))
         batch.behaviour_prompt_ids, batch.behaviour_prompt_mask = batch.prompt_ids, batch.prompt_mask
         batch.prompt_ids, batch.prompt_mask = plain.prompt_ids, plain.prompt_mask
         again.tasks = [samples.tasks[r] for r in first]

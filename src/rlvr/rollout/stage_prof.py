@@ -20,7 +20,8 @@ import torch
 
 from rlvr.algos.collection import prof_keep
 from rlvr.errors import UserError
-from rlvr.rollout import stage_dars, stage_process  # noqa: F401  (registered first: this filter runs after the rows are added and scored by step)
+# registered first, so this filter runs after the rows are added and their steps scored (stages run in that order)
+from rlvr.rollout import stage_dars, stage_process  # noqa: F401
 from rlvr.rollout.episodes import ScoredSamples
 from rlvr.rollout.stages import CollectionStage, StageContext, group_rows, register_stage
 
