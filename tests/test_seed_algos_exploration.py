@@ -15,7 +15,8 @@ R = 1.1051709180756477  # exp(0.1)
 
 
 def close(actual, expected, tol=1e-6):
-    torch.testing.assert_close(torch.as_tensor(actual, dtype=F64), torch.as_tensor(expected, dtype=F64), atol=tol, rtol=0)
+    torch.testing.assert_close(torch.as_tensor(actual, dtype=F64), torch.as_tensor(expected, dtype=F64),
+                               atol=tol, rtol=0)
 
 
 def per_token_loss(name, *args, **kw):
@@ -102,8 +103,8 @@ def test_covariance_losses_see_rows_with_zero_advantage():
     assert not losses.zero_at_zero_advantage("clip_cov") and not losses.zero_at_zero_advantage("kl_cov")
     logp, old, adv, mask = cov_batch()
     zero_row = torch.tensor([[-4.0, -4.0, -4.0]], dtype=F64)
-    with_zero = ec.token_covariance(torch.cat([logp.detach(), zero_row]), torch.cat([adv, torch.zeros(1, 3, dtype=F64)]),
-                                    torch.ones(3, 3))
+    with_zero = ec.token_covariance(torch.cat([logp.detach(), zero_row]),
+                                    torch.cat([adv, torch.zeros(1, 3, dtype=F64)]), torch.ones(3, 3))
     # mean A = 1/3, mean logp = -2.0889 once the zero-advantage row counts: every Cov of the other rows changes
     close(with_zero[0, 0], (2 - 1 / 3) * (-0.1 - (-6.8 - 12) / 9))
     assert not torch.allclose(with_zero[:2], ec.token_covariance(logp, adv, torch.ones(2, 3)))
@@ -193,7 +194,8 @@ def test_ace_refuses_missing_inputs_and_recursive_bases():
     with pytest.raises(ValueError, match="old_logp and ref_logp"):
         advantages.compute("ace", rewards, index, mask)
     with pytest.raises(ValueError, match="base='ace'"):
-        advantages.compute("ace", rewards, index, mask, old_logp=torch.zeros(2, 1), ref_logp=torch.zeros(2, 1), base="ace")
+        advantages.compute("ace", rewards, index, mask, old_logp=torch.zeros(2, 1), ref_logp=torch.zeros(2, 1),
+                           base="ace")
 
 
 # --------------------------------------------------------------------------------------------------------- EMPG

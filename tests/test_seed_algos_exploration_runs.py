@@ -33,7 +33,8 @@ def _run(model_dir, out, steps, algo, **train_keys):
 RUNS = {
     "clip_cov": ({"loss": "clip_cov", "clip_high": 0.28, "loss_options": {"cov_ratio": 0.05}}, "cov_detached_frac"),
     "kl_cov": ({"loss": "kl_cov", "loss_options": {"kl_cov_ratio": 0.05}}, "kl_cov_frac"),
-    "lp_reg": ({"clip_low": 1.0, "clip_high": 9.0, "loss_options": {"lp_reg": {"neg_frac": 0.2}}}, "lpreg/selected_frac"),
+    "lp_reg": ({"clip_low": 1.0, "clip_high": 9.0, "loss_options": {"lp_reg": {"neg_frac": 0.2}}},
+               "lpreg/selected_frac"),
     "dcpo": ({"loss": "dcpo", "advantage": "dcpo_sas", "clip_low": 0.16, "clip_high": 0.2, "dual_clip": 10.0},
              "clip_high_mean"),
     "sapo": ({"loss": "sapo"}, "gate_weight"),
@@ -53,7 +54,7 @@ def test_method_trains_and_logs_its_metrics(warm_model_dir, tmp_path, name):
 def test_lp_reg_selects_tokens_in_a_run(warm_model_dir, tmp_path):
     rows = _run(warm_model_dir, tmp_path, 2, RUNS["lp_reg"][0])
     assert all(0 <= r["lpreg/proxy_kept_frac"] <= 1 for r in rows)
-    assert any(r["lpreg/selected_frac"] > 0 for r in rows), "with neg_frac 0.2 some negative tokens fall below the proxy"
+    assert any(r["lpreg/selected_frac"] > 0 for r in rows), "with neg_frac 0.2 some tokens fall below the proxy"
 
 
 def test_old_policy_proxy_matches_a_full_softmax_of_the_models_logits(warm_model_dir):
@@ -69,8 +70,8 @@ def test_old_policy_proxy_matches_a_full_softmax_of_the_models_logits(warm_model
         for t in range(0, 5, 2):
             response[:, t] = model(input_ids=torch.cat([prompt, response], 1)).logits[:, 3 + t].argmax(-1)
     batch = RolloutBatch(prompt_ids=prompt, prompt_mask=torch.ones_like(prompt), response_ids=response,
-                         response_mask=response_mask, logprobs=torch.zeros(3, 5), truncated=torch.zeros(3, dtype=torch.bool),
-                         group_index=torch.tensor([0, 0, 1]))
+                         response_mask=response_mask, logprobs=torch.zeros(3, 5),
+                         truncated=torch.zeros(3, dtype=torch.bool), group_index=torch.tensor([0, 0, 1]))
     cfg = config_from_dict({"rollout": {"temperature": 0.7}, "train": {"micro_batch_size": 2}})
     proxy = old_policy_proxy_logprobs(model, batch, cfg, kappa=0.3)
     with torch.no_grad():

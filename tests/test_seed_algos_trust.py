@@ -14,7 +14,8 @@ F64 = torch.float64
 
 
 def close(actual, expected, tol=1e-6):
-    torch.testing.assert_close(torch.as_tensor(actual, dtype=F64), torch.as_tensor(expected, dtype=F64), atol=tol, rtol=0)
+    torch.testing.assert_close(torch.as_tensor(actual, dtype=F64), torch.as_tensor(expected, dtype=F64),
+                               atol=tol, rtol=0)
 
 
 def per_token_loss(name, *args, **kw):
@@ -132,7 +133,8 @@ def test_dcpo_sas_resume_from_a_copied_state_continues_exactly():
         advantages.compute("dcpo_sas", rewards, index, mask, step_state=resumed, task_ids=ids)
     resumed = copy.deepcopy(resumed)  # what a checkpoint keeps
     for k, (rewards, ids) in enumerate(batches[2:], start=2):
-        assert torch.equal(advantages.compute("dcpo_sas", rewards, index, mask, step_state=resumed, task_ids=ids), outs[k])
+        again = advantages.compute("dcpo_sas", rewards, index, mask, step_state=resumed, task_ids=ids)
+        assert torch.equal(again, outs[k])
     assert resumed == straight
 
 

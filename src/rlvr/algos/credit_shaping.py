@@ -111,7 +111,8 @@ def empg(rewards, index, response_mask, *, entropy=None, loss_mask=None, turns=N
     inside = ids >= 0
     ent = entropy.to(base_adv.dtype)
     total = torch.zeros(n_steps, dtype=ent.dtype, device=ent.device).index_add_(0, ids[inside], ent[inside])
-    count = torch.zeros(n_steps, dtype=ent.dtype, device=ent.device).index_add_(0, ids[inside], torch.ones_like(ent[inside]))
+    count = torch.zeros(n_steps, dtype=ent.dtype, device=ent.device).index_add_(
+        0, ids[inside], torch.ones_like(ent[inside]))
     last = torch.ones(n_steps, dtype=torch.bool, device=rows.device)
     last[:-1] = rows[1:] != rows[:-1]
     g, bonus = empg_modulation(total / count, last, k=k, k_f=k_f, zeta=zeta)

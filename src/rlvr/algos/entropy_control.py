@@ -140,7 +140,8 @@ K3_CAP = 10.0  # verl's low_var_kl clamps the estimate to [-10, 10]
 
 
 def minp_kept_logmass(logits: torch.Tensor, kappa: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Min-p proxy of a distribution (Lp-Reg, arXiv 2510.03222; ``dp_actor.apply_min_p`` in its code): keep the tokens with p_v >= kappa * max p.
+    """Min-p proxy of a distribution (Lp-Reg, arXiv 2510.03222; ``dp_actor.apply_min_p`` in its code): keep the
+    tokens with p_v >= kappa * max p.
 
     ``logits`` [..., V] (already temperature-scaled) -> (log sum_{kept} p_v, log(kappa * max p)), each [...].
     A sampled token y is kept iff log p_y >= the second value; its proxy log-prob is then log p_y - the first

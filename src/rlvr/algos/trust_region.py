@@ -58,7 +58,8 @@ def dcpo(logp, old_logp, advantages, response_mask, *, clip_low=0.16, clip_high=
 
 
 def sas_update(visits: int, mean: float, std: float, new_mean: float, new_std: float) -> tuple[int, float, float]:
-    """One visit of a prompt to DCPO's running reward statistics (DCPO, arXiv 2509.02333, "smooth advantage standardisation"): with
+    """One visit of a prompt to DCPO's running reward statistics (DCPO, arXiv 2509.02333, "smooth advantage
+    standardisation"): with
     n = visits + 1, mu <- (mu (n - 1) + mu_new) / n and
     sigma^2 <- [(n - 1) sigma^2 + sigma_new^2 + ((n - 1) / n)(mu_new - mu)^2] / n; the first visit takes the new
     values (lime-RL/DCPO ``core_algos.py::get_mean_std``)."""
@@ -122,8 +123,8 @@ def _row_task_ids(task_ids, step_state, n: int) -> list[str]:
 def dcpo_sas(rewards, index, response_mask, *, step_state=None, task_ids=None, **_):
     """DCPO's smooth advantage standardisation (``sas_group_advantages``) per group, from the running reward
     statistics of each prompt (task id) before this batch, kept in ``step_state['dcpo_sas']`` {task id: (visits,
-    mean, std)} and brought up to date with this batch (``sas_update``; each group is one visit of its task, two groups of one task in a batch are
-    two visits in row order) before returning: the
+    mean, std)} and brought up to date with this batch (``sas_update``; each group is one
+    visit of its task, two groups of one task in a batch are two visits in row order) before returning: the
     trainer saves ``step_state`` with every checkpoint, so a resumed run continues the same statistics.
     Not a constant-group-zero estimator: equal rewards get A = A_tot / n after a first visit."""
     ids = _row_task_ids(task_ids, step_state, rewards.shape[0])

@@ -18,7 +18,8 @@ from rlvr.algos import losses
 from rlvr.config import Config
 from rlvr.train.parts import PartContext, StepPart, register_part
 
-PROXY_INPUT = "minp_proxy_logp"  # exp.loss_inputs key: [N, T] log-prob of each sampled token under the old policy's min-p proxy
+# exp.loss_inputs key: [N, T] log-prob of each sampled token under the old policy's min-p proxy
+PROXY_INPUT = "minp_proxy_logp"
 
 
 def lp_reg_options(spec: Any) -> dict[str, float]:
