@@ -49,6 +49,8 @@ BASE = {
     "algo": {"recipe": "grpo", "kl_coef": 0.0},
     "train": {"lr": 3e-4, "max_grad_norm": 1.0, "progress": False, "log_samples": 0, "deterministic": True},
 }
+# training columns: mean over the first 10 / the last 10 steps
+TRAIN_KEYS = ("reward_mean/on_policy", "verify/accuracy", "verify/accuracy_on_correct", "verify/accuracy_on_wrong")
 METHODS = {"grpo": {}, "rise": {"self_verify_per_step": 16, "self_verify_template": TEMPLATE}}
 
 
@@ -121,11 +123,11 @@ def main(argv: list[str] | None = None) -> int:
              f"{BASE['data']['prompts_per_step']} prompts x {BASE['rollout']['group_size']} responses, "
              f"seed {args.seed}; fixed answers to rate: {pct(before['verify/answers_correct'])} correct",
              "| run | held-out pass@1 | held-out verification accuracy | on correct answers | on wrong answers | "
-             "train: solving score (first 10 / last 10 steps) | train: verify/accuracy (first 10 / last 10) | s/step |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |",
+             "train: solving score | train: verification accuracy | on correct | on wrong | s/step |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
              f"| warm start | {pct(before['pass@1'])} | {pct(before['verify/accuracy'])} | "
              f"{pct(before.get('verify/accuracy_on_correct'))} | {pct(before.get('verify/accuracy_on_wrong'))} | "
-             "- | - | - |"]
+             "- | - | - | - | - |"]
     print("\n".join(lines), flush=True)
     for name, algo in METHODS.items():
         tree = json.loads(json.dumps(BASE))
@@ -140,9 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {name} | {pct(after['pass@1'])} | {pct(after['verify/accuracy'])} | "
             f"{pct(after.get('verify/accuracy_on_correct'))} | {pct(after.get('verify/accuracy_on_wrong'))} | "
-            f"{pct(mean(rows, 'reward_mean/on_policy', first))} / {pct(mean(rows, 'reward_mean/on_policy', last))} | "
-            f"{pct(mean(rows, 'verify/accuracy', first))} / {pct(mean(rows, 'verify/accuracy', last))} | "
-            f"{seconds / args.steps:.2f} |")
+            + " | ".join(f"{pct(mean(rows, key, first))} / {pct(mean(rows, key, last))}" for key in TRAIN_KEYS)
+            + f" | {seconds / args.steps:.2f} |")
         print(lines[-1], flush=True)
     lines.append(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
                  f"threads {args.threads}; total {time.perf_counter() - started:.0f} s")
