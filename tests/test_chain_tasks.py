@@ -63,8 +63,7 @@ def test_worked_order(numbers, ops, lines, answer):
 def test_spec_example():
     task = make_task([12, 34, 5], ["+", "+"])
     assert (task.prompt, task.reference, task.id) == ("12+34+5=", "51", "chain:12+34+5=")
-    assert task.meta == {"solution": "12+34=46\n46+5=51\n#51", "completion": "12+34=46\n46+5=51\n#51", "terms": 3,
-                         "difficulty": "terms_3"}
+    assert task.meta == {"solution": "12+34=46\n46+5=51\n#51", "terms": 3, "difficulty": "terms_3"}
 
 
 @pytest.mark.parametrize("spec", [ChainSpec(), ChainSpec(terms=2, ops="+-*"), ChainSpec(terms=4, heldout_percent=30)])
@@ -189,11 +188,11 @@ def test_training_scores_chain_tasks_with_their_own_verifier():
     assert [v.reason for v in verdicts] == ["answer_match", "answer_match", "no_answer", "no_answer"]
 
 
-def test_data_stats_self_check_and_sft_target_are_the_solution():
-    from rlvr.tasks.stats import data_stats
+def test_sft_target_is_the_solution_and_agent_programs_never_see_it():
+    from rlvr.rollout.agent_program import HIDDEN_META_KEYS
     from rlvr.train.sft_run import completion_of
 
     tasks = load_tasks("arithmetic:chain:terms=3,ops=+-*,n=50")
-    coverage = data_stats(tasks, default_verifier="exact")["verifiers"]
-    assert coverage["chain_answer"]["reference_passes"] == {"checked": 50, "passed": 50}
-    assert all(completion_of(t, "completion") == t.meta["solution"] for t in tasks)
+    assert all(completion_of(t, "solution") == t.meta["solution"] for t in tasks)
+    shown = {key for t in tasks for key in t.meta} - HIDDEN_META_KEYS
+    assert shown == {"terms", "difficulty", "source"}

@@ -14,8 +14,9 @@ Spec: ``arithmetic:chain[:key=value,...]`` with keys
 The solution is the order a person works the problem: products first (left to right), then sums and differences
 left to right, one line ``a op b=c`` per operation, then ``#answer``. It serves as a hint source (its prefixes), an
 expert trace, the step checker's ground truth and a curriculum axis (``meta["terms"]``; ``meta["difficulty"]`` =
-"terms_N" gives per-length ``level/terms_N/score_mean`` metrics in a mixture of lengths). ``meta["completion"]``
-holds the solution too: the target ``rlvr sft`` trains on by default. Tasks are scored by the
+"terms_N" gives per-length ``level/terms_N/score_mean`` metrics in a mixture of lengths). A warm start on
+worked solutions: ``rlvr sft ... data.completion_field=solution``. (The solution is not copied to
+``meta["completion"]``: agent programs are shown a task's meta without its "solution" key, not without that one.) Tasks are scored by the
 ``chain_answer`` verifier (the answer after the response's last ``#``), so a response may show its work.
 """
 
@@ -83,8 +84,7 @@ def make_task(numbers: list[int], ops: list[str]) -> Task:
     problem = "".join(f"{n}{op}" for n, op in zip(numbers, [*ops, "="]))
     lines, answer = solve(numbers, ops)
     solution = "\n".join([*lines, f"#{answer}"])
-    # "completion" is the target response of `rlvr sft` and of `rlvr data stats`' reference self-check
-    meta = {"solution": solution, "completion": solution, "terms": len(numbers), "difficulty": f"terms_{len(numbers)}"}
+    meta = {"solution": solution, "terms": len(numbers), "difficulty": f"terms_{len(numbers)}"}
     return Task(prompt=problem, reference=str(answer), id=f"{FAMILY}:{problem}", verifier=VERIFIER, meta=meta)
 
 
