@@ -15,9 +15,9 @@ The solution is the order a person works the problem: products first (left to ri
 left to right, one line ``a op b=c`` per operation, then ``#answer``. It serves as a hint source (its prefixes), an
 expert trace, the step checker's ground truth and a curriculum axis (``meta["terms"]``; ``meta["difficulty"]`` =
 "terms_N" gives per-length ``level/terms_N/score_mean`` metrics in a mixture of lengths). A warm start on
-worked solutions: ``rlvr sft ... data.completion_field=solution``. (The solution is not copied to
-``meta["completion"]``: agent programs are shown a task's meta without its "solution" key, not without that one.) Tasks are scored by the
-``chain_answer`` verifier (the answer after the response's last ``#``), so a response may show its work.
+worked solutions: ``rlvr sft ... data.completion_field=solution`` (the solution is not copied to
+``meta["completion"]``, a key agent programs are shown). Tasks are scored by the ``chain_answer`` verifier (the
+answer after the response's last ``#``), so a response may show its work.
 """
 
 from __future__ import annotations
