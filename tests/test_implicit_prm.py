@@ -280,15 +280,17 @@ def test_pairwise_accuracy_is_taken_before_the_update():
 def test_prime_trains_from_the_command_line_and_saves_the_prm(warm_model_dir, tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
-               f"model.path={warm_model_dir}", f"train.out={out}", "data.train=arithmetic:train:digits=1",
-               "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=4", "train.steps=3",
-               "train.save_every=0", "train.progress=false", "algo.advantage=prime", "algo.implicit_prm=true",
-               "algo.prm_lr=1e-3"]
+               f"model.path={warm_model_dir}", f"train.out={out}", "data.train=arithmetic:chain",
+               "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8", "train.steps=3",
+               "train.save_every=0", "train.progress=false", "algo.recipe=prime", "algo.prm_lr=1e-3",
+               "algo.advantage=prime"]  # the example file sets algo.advantage=grpo, which wins over the recipe's
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
+    config = (out / "config.yaml").read_text()
+    assert "implicit_prm: true" in config and "advantage: prime" in config  # what the recipe sets
     assert all(0.0 <= r["prm/pairwise_acc"] <= 1.0 and r["prm/loss"] > 0 for r in rows)
     assert rows[0]["prm/loss"] == pytest.approx(0.693147, abs=1e-5)  # the PRM starts as the reference: Q = 0
     prm = AutoModelForCausalLM.from_pretrained(out / "checkpoint-3" / "prm").state_dict()
@@ -296,6 +298,16 @@ def test_prime_trains_from_the_command_line_and_saves_the_prm(warm_model_dir, tm
     initial = AutoModelForCausalLM.from_pretrained(warm_model_dir).state_dict()
     assert any(not torch.equal(prm[k], initial[k]) for k in prm)  # the PRM was trained
     assert any(not torch.equal(prm[k], policy[k]) for k in prm)  # ... as a model of its own
+
+
+def test_an_estimator_that_ignores_process_rewards_is_a_config_error():
+    """The PRM would train and its rewards reach nothing: a silent misconfiguration becomes an error naming the key."""
+    from rlvr.config import ConfigError
+
+    model, _ = build_tiny_model(SPEC, seed=0)
+    cfg = _cfg(advantage="grpo")
+    with pytest.raises(ConfigError, match="algo.advantage=grpo"):
+        build_parts(cfg, PartContext(model, lambda: copy.deepcopy(model)))
 
 
 def test_with_lora_the_prm_is_a_whole_trainable_copy_of_the_base_model(tiny_model_dir):

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from rlvr.config import Config
+from rlvr.algos import advantages
+from rlvr.config import Config, ConfigError
 from rlvr.train.group import SINGLE, LearnerGroup
 from rlvr.train.loss_scale import clip_scaled_grad_norm
 from rlvr.train.parts import PartContext, StepPart, register_part
@@ -33,6 +34,11 @@ SOLVED = 1.0 - 1e-9  # a reward at least this high counts as solved (acc = 1) in
 def _implicit_prm(cfg: Config, ctx: PartContext):
     if not cfg.algo.implicit_prm:
         return None
+    if "process_rewards" not in advantages.needs(cfg.algo.advantage):
+        raise ConfigError(
+            f"algo.implicit_prm=true: the implicit PRM's token rewards reach the policy through an advantage estimator "
+            f"that reads process rewards, and algo.advantage={cfg.algo.advantage} does not (use algo.advantage=prime; "
+            "an algo.advantage set in the config file or on the command line wins over algo.recipe's)")
     return ImplicitPRM(cfg, ctx.load_reference(), _initial_policy_copy(cfg, ctx), ctx.group)
 
 
