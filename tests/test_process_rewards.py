@@ -413,6 +413,17 @@ def test_prm_with_a_sentencepiece_style_policy_tokenizer(tmp_path):
     assert pr.values[pr.step_end].tolist() == pytest.approx(expected, abs=1e-5)
 
 
+def test_prm_input_is_cut_from_the_left_and_cut_steps_score_zero(tmp_path):
+    folder = save_prm(tmp_path / "prm", CHAR, seed=2)
+    text = "12+34=46\n46+5=51\n#51"
+    batch = batch_of(CHAR, [text])
+    pr = compute_process("prm", batch, [text], tasks_for(1), CHAR, path=str(folder), max_length=3)
+    full = compute_process("prm", batch, [text], tasks_for(1), CHAR, path=str(folder))
+    cut, whole = pr.values[pr.step_end].tolist(), full.values[full.step_end].tolist()
+    assert cut[:2] == [0.0, 0.0] and cut[2] != 0.0  # only "#51" fits in 3 tokens
+    assert torch.equal(pr.step_end, full.step_end) and whole[2] != cut[2]  # the last step read without its context
+
+
 def test_prm_is_loaded_once_per_folder(tmp_path, monkeypatch):
     from rlvr.rewards import process
 

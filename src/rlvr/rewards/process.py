@@ -139,8 +139,8 @@ def _spans_and_ends(tokenizer: Any, ids: list[int], delimiter: str, *, with_ends
     """step_spans, and (``with_ends``) the character offset in the decoded response where each step's text ends:
     just past its delimiter (blank text a last step was given at the end does not count), or at the end of the
     response for a last step without one."""
-    if not delimiter:
-        raise UserError("a process-reward step delimiter must be a non-empty string")
+    if not isinstance(delimiter, str) or not delimiter:
+        raise UserError(f"a process-reward step delimiter must be a non-empty string, got {delimiter!r}")
 
     def decode(part: list[int]) -> str:
         return tokenizer.decode(part, skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -203,15 +203,21 @@ def step_spans(tokenizer: Any, response_ids: list[int], delimiter: str = "\n") -
     return _spans_and_ends(tokenizer, [int(i) for i in response_ids], delimiter)[0]
 
 
-def _rows(batch: Any) -> list[torch.Tensor]:
-    """The positions of each row's response tokens (mask 1), in order."""
-    return [torch.nonzero(row, as_tuple=False).flatten() for row in batch.response_mask.bool().cpu()]
+def _rows(batch: Any) -> list[tuple[list[int], list[int]]]:
+    """Each row's response token ids and their positions (mask 1), in order, read on the CPU."""
+    ids, mask = batch.response_ids.cpu(), batch.response_mask.bool().cpu()
+    rows = []
+    for i in range(ids.shape[0]):
+        positions = torch.nonzero(mask[i], as_tuple=False).flatten()
+        rows.append((ids[i, positions].tolist(), positions.tolist()))
+    return rows
 
 
 def _empty(batch: Any) -> ProcessRewards:
-    shape, device = batch.response_ids.shape, batch.response_ids.device
-    return ProcessRewards(torch.zeros(shape, dtype=torch.float32, device=device),
-                          torch.zeros(shape, dtype=torch.bool, device=device))
+    """All-zero step rewards on the CPU, filled element by element (compute_process moves them to the batch's
+    device)."""
+    shape = tuple(batch.response_ids.shape)
+    return ProcessRewards(torch.zeros(shape, dtype=torch.float32), torch.zeros(shape, dtype=torch.bool))
 
 
 def step_metrics(pr: ProcessRewards, mask: torch.Tensor) -> dict[str, float]:
@@ -262,11 +268,10 @@ def arith_steps(batch: Any, responses: list[str], tasks: list[Any], tokenizer: A
     section 5's rule-verifiable steps; no text is ever evaluated."""
     out = _empty(batch)
     score = {"true": float(true_reward), "false": float(false_reward), "answer": float(answer), "other": float(other)}
-    for i, positions in enumerate(_rows(batch)):
-        ids = batch.response_ids[i, positions].tolist()
+    for i, (ids, positions) in enumerate(_rows(batch)):
         for _, last, text in step_spans(tokenizer, ids, delimiter):
             lines = text.replace(delimiter, "\n").split("\n")  # the delimiter is not part of an equation
-            kinds = {line_verdict(line, max_digits) for line in lines} - {"blank"}
+            kinds = {line_verdict(line, int(max_digits)) for line in lines} - {"blank"}
             kind = next((k for k in ("false", "true", "answer") if k in kinds), "other")
             out.values[i, positions[last]] = score[kind]
             out.step_end[i, positions[last]] = True
@@ -341,8 +346,7 @@ def prm(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, p
     model, prm_tokenizer = load_prm(str(path), str(device or batch.response_ids.device), dtype)
     limit = int(max_length or getattr(model.config, "max_position_embeddings", 0) or 4096)
     jobs = []  # (row, response positions of the step ends, PRM token ids, PRM token index of each step end)
-    for i, positions in enumerate(_rows(batch)):
-        ids = batch.response_ids[i, positions].tolist()
+    for i, (ids, positions) in enumerate(_rows(batch)):
         spans, ends = _spans_and_ends(tokenizer, ids, delimiter, with_ends=True)
         if not spans:
             continue
@@ -365,7 +369,7 @@ def prm(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, p
         with _PRM_LOCK, torch.no_grad():
             logits = model(input_ids=input_ids.to(model_device), attention_mask=attention.to(model_device)).logits
         probs = torch.softmax(logits.float(), dim=-1)
-        scores = (probs[..., 1] - probs[..., 0]).to(out.values.device)
+        scores = (probs[..., 1] - probs[..., 0]).cpu()
         for r, (i, step_positions, _, at) in enumerate(chunk):
             for position, k in zip(step_positions, at):
                 out.values[i, position] = scores[r, k] if k is not None else 0.0
