@@ -9,6 +9,7 @@ from rlvr.errors import UnknownName, UserError
 from rlvr.models.tiny import char_tokenizer
 from rlvr.rewards.process import (
     ProcessRewards,
+    check_process_options,
     compute_process,
     line_verdict,
     process_source_names,
@@ -313,6 +314,11 @@ def test_registry_names_and_errors():
         compute_process("arith_step", batch, ["1"], tasks_for(1), CHAR)
     with pytest.raises(UserError, match=r"'true' not known to process source 'arith_steps'; known: true_reward"):
         compute_process("arith_steps", batch, ["1"], tasks_for(1), CHAR, true=1.0)
+    check_process_options("prm", {"path": "x", "delimiter": "\n\n"})
+    with pytest.raises(UserError, match=r"'paht' not known to process source 'prm'; known: path, delimiter"):
+        check_process_options("prm", {"paht": "x"})
+    with pytest.raises(UnknownName, match="unknown process source 'nope'"):
+        check_process_options("nope", {})
     with pytest.raises(ValueError, match="1 rows, 2 responses and 1 tasks"):
         compute_process("arith_steps", batch, ["1", "2"], tasks_for(1), CHAR)
     with pytest.raises(UserError, match="delimiter must be a non-empty string"):

@@ -77,6 +77,12 @@ def get_process_source(name: str) -> ProcessSource:
         raise UnknownName(f"unknown process source {name!r}{hint}; known: {', '.join(sorted(_SOURCES))}") from None
 
 
+def check_process_options(name: str, options: dict[str, Any]) -> None:
+    """A UserError unless ``name`` is a registered source that takes every option in ``options`` (a config check
+    before any model is loaded)."""
+    _check_options(name, get_process_source(name), options)
+
+
 def _check_options(name: str, fn: ProcessSource, options: dict[str, Any]) -> None:
     params = list(inspect.signature(fn).parameters.values())
     if any(p.kind is p.VAR_KEYWORD for p in params):
