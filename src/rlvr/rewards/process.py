@@ -10,8 +10,8 @@
 of response tokens ending at a delimiter (``step_spans``). Sources (``process_source_names()``):
 
 - ``arith_steps``: rule-checked lines ``a op b = c`` (+1 true, -1 false), the step checker of ``arithmetic:chain``
-  tasks and of PURE's reward-hacking demonstration (Cheng et al. 2025, "Stop Summation: Min-Form Credit Assignment
-  Is All Process Reward Model Needs for Reasoning", section 5).
+  tasks and of a CPU reward-hacking demonstration of PURE (Cheng et al. 2025, "Stop Summation: Min-Form Credit
+  Assignment Is All Process Reward Model Needs for Reasoning", arXiv 2504.15275).
 - ``prm``: a local Hugging Face token classifier with two labels (a process reward model, as in Math-Shepherd,
   Wang et al. 2024): the step score is p(label 1) - p(label 0) at the step's last token.
 
@@ -270,8 +270,8 @@ def arith_steps(batch: Any, responses: list[str], tasks: list[Any], tokenizer: A
     """Each step (a line) is checked: ``a op b = c`` scores ``true_reward`` when it holds and ``false_reward`` when
     it does not, the ``#answer`` line scores ``answer`` (0: the outcome is the verifier's, not a step's) and any
     other line ``other``. A step of several lines (one token ending several) scores false if any equation is
-    false, else true if it holds one, else its answer or other score. Stop Summation (PURE, arXiv 2504.15275),
-    section 5's rule-verifiable steps; no text is ever evaluated."""
+    false, else true if it holds one, else its answer or other score. No text is ever evaluated. The rule-checked
+    steps for PURE's sum-form vs min-form comparison (Stop Summation, arXiv 2504.15275) on chain arithmetic."""
     out = _empty(batch)
     score = {"true": float(true_reward), "false": float(false_reward), "answer": float(answer), "other": float(other)}
     for i, (ids, positions) in enumerate(_rows(batch)):
