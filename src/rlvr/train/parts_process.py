@@ -2,7 +2,7 @@
 
 PRIME (Cui et al., 2025, "Process Reinforcement through Implicit Rewards", arXiv 2502.01456) trains a causal LM
 pi_phi, initialised from the initial policy, on outcome labels alone, and reads dense token rewards off it:
-r_t = beta * (log pi_phi(y_t | y_<t) - log pi_ref(y_t | y_<t)) (Eq. 3). The step runs as the authors' verl recipe
+r_t = beta * (log pi_phi(y_t | y_<t) - log pi_ref(y_t | y_<t)), its implicit process reward. The step runs as the authors' verl recipe
 (``recipe/prime``) does with ``update: before``: ``prime_ray_trainer.RayPRIMETrainer.compute_reward`` calls
 ``update_rm`` (the cross-entropy update, ``prime_core_algos.compute_ce_dpo_loss_rm``) and then
 ``compute_rm_score`` (a second forward with the updated weights, ``prime_dp_rm._forward_micro_batch`` with
