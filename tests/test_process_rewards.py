@@ -448,6 +448,15 @@ def test_prm_errors_name_the_folder(tmp_path):
         compute_process("prm", batch, [""], tasks_for(1), CHAR)
     with pytest.raises(UserError, match="no config.json"):
         compute_process("prm", batch, [""], tasks_for(1), CHAR, path=str(tmp_path))
+    two = save_prm(tmp_path / "two", CHAR)
+    with pytest.raises(UserError, match="dtype: expected float32, bfloat16 or float16, got 'int8'"):
+        compute_process("prm", batch, [""], tasks_for(1), CHAR, path=str(two), dtype="int8")
+    causal = tmp_path / "causal"
+    from rlvr.models.tiny import TinySpec, save_tiny_model
+
+    save_tiny_model(causal, TinySpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
+    with pytest.raises(UserError, match=r"causal holds LlamaForCausalLM, not a token-classification model"):
+        compute_process("prm", batch, [""], tasks_for(1), CHAR, path=str(causal))
     three = save_prm(tmp_path / "three", CHAR, num_labels=3)
     with pytest.raises(UserError, match=r"three has 3 labels; a process reward model here has 2"):
         compute_process("prm", batch, [""], tasks_for(1), CHAR, path=str(three))
