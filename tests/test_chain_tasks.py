@@ -106,6 +106,11 @@ def test_default_size_and_digits():
     assert len(load_tasks("arithmetic:chain:terms=6")) == 10_000  # 10^6 problems: a default draw of 10,000
 
 
+def test_an_unknown_arithmetic_split_points_to_chain():
+    with pytest.raises(DataError, match=r"unknown split 'chains'; known: train, eval \(multi-term .*arithmetic:chain\)"):
+        load_tasks("arithmetic:chains:terms=3")
+
+
 def test_the_two_term_generator_is_unchanged():
     tasks = load_tasks("arithmetic:train:digits=1")
     assert all(t.id.startswith("arith:") and t.verifier is None and not t.meta.keys() - {"source"} for t in tasks)

@@ -92,7 +92,8 @@ def parse_spec(text: str) -> tuple[str, ArithmeticSpec, int, int]:
     except ValueError as exc:
         raise UserError(f"{text!r}: {exc}") from None
     if split not in SPLITS:
-        raise UserError(f"{text!r}: unknown split {split!r}; known: {', '.join(SPLITS)}")
+        raise UserError(f"{text!r}: unknown split {split!r}; known: {', '.join(SPLITS)} (multi-term problems with "
+                        "worked solutions: arithmetic:chain)")
     return split, spec, n, seed
 
 
