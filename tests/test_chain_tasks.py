@@ -169,6 +169,12 @@ def test_chain_answer_bad_reference_is_an_error_verdict(reference):
     assert verdict.score == 0.0 and verdict.status.value == "error" and verdict.reason == "bad_reference"
 
 
+@pytest.mark.parametrize("response", [None, 51, b"#51", ["#51"]])
+def test_chain_answer_non_string_response_is_an_error_verdict(response):
+    verdict = verify("chain_answer", response, "51")
+    assert (verdict.score, verdict.status.value, verdict.reason) == (0.0, "error", "bad_response")
+
+
 def test_every_generated_solution_passes_and_exact_does_not():
     tasks = load_tasks("arithmetic:chain:terms=4,ops=+-*,n=200")
     assert all(verify("chain_answer", t.meta["solution"], t.reference).score == 1.0 for t in tasks)
