@@ -80,8 +80,12 @@ def solve(numbers: list[int], ops: list[str]) -> tuple[list[str], int]:
     return lines, numbers[0]
 
 
+def problem_text(numbers: list[int], ops: list[str]) -> str:
+    return "".join(f"{n}{op}" for n, op in zip(numbers, [*ops, "="]))
+
+
 def make_task(numbers: list[int], ops: list[str]) -> Task:
-    problem = "".join(f"{n}{op}" for n, op in zip(numbers, [*ops, "="]))
+    problem = problem_text(numbers, ops)
     lines, answer = solve(numbers, ops)
     solution = "\n".join([*lines, f"#{answer}"])
     meta = {"solution": solution, "terms": len(numbers), "difficulty": f"terms_{len(numbers)}"}
@@ -109,10 +113,10 @@ def sample_chains(spec: ChainSpec, split: str, n: int, seed: int) -> list[Task]:
         raise UserError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
     rng = random.Random(seed)
     if spec.space <= MAX_ENUMERATED:
-        tasks = [make_task(*_problem_parts(spec, i)) for i in range(spec.space)]
-        tasks = [t for t in tasks if split_of(t.prompt, spec.heldout_percent) == split]
-        rng.shuffle(tasks)
-        return tasks[:n] if n else tasks
+        parts = [_problem_parts(spec, i) for i in range(spec.space)]
+        mine = [p for p in parts if split_of(problem_text(*p), spec.heldout_percent) == split]
+        rng.shuffle(mine)
+        return [make_task(*p) for p in (mine[:n] if n else mine)]
     want, seen, tasks = n or DEFAULT_DRAWN, set(), []
     share = spec.heldout_percent if split == "eval" else 100 - spec.heldout_percent
     if want > spec.space * share // 200:
@@ -123,9 +127,9 @@ def sample_chains(spec: ChainSpec, split: str, n: int, seed: int) -> list[Task]:
         if index in seen:
             continue
         seen.add(index)
-        task = make_task(*_problem_parts(spec, index))
-        if split_of(task.prompt, spec.heldout_percent) == split:
-            tasks.append(task)
+        parts = _problem_parts(spec, index)
+        if split_of(problem_text(*parts), spec.heldout_percent) == split:
+            tasks.append(make_task(*parts))
             if len(tasks) == want:
                 return tasks
 
