@@ -266,7 +266,8 @@ def test_pairwise_accuracy_is_taken_before_the_update():
         ref1 = _logp64(ref, first)
     _prm_update64(prm, ref1, first, acc1, lr=1e-2)
     with torch.no_grad():
-        scores = (BETA * (_logp64(prm, second) - _logp64(ref, second)) * all_but_last_token(second.response_mask)).sum(-1)
+        q = _logp64(prm, second) - _logp64(ref, second)
+        scores = (BETA * q * all_but_last_token(second.response_mask)).sum(-1)
     acc = torch.tensor(rewards, dtype=torch.float64)
     expected = []
     for rows in (slice(0, 3), slice(3, 6)):

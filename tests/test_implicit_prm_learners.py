@@ -41,7 +41,8 @@ def _batch():
     model, tokenizer = build_tiny_model(SMALL, seed=3)
     torch.manual_seed(0)
     prompts = [encode_prompt(tokenizer, p) for p in ("1+2=", "3+4=", "5+1=", "2+2=", "9+0=")]
-    batch = make_engine("hf", model, tokenizer).generate(prompts, SamplingParams(n=4, max_new_tokens=6, temperature=0.8))
+    params = SamplingParams(n=4, max_new_tokens=6, temperature=0.8)
+    batch = make_engine("hf", model, tokenizer).generate(prompts, params)
     rewards = torch.tensor([float((i * 7) % 3 == 0) for i in range(batch.size)])
     return batch, rewards
 

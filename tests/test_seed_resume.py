@@ -19,14 +19,15 @@ from rlvr.train.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99_ms"}
-STEPS = 10  # checkpoints every 2 steps: the kill has the 8 steps after checkpoint-2 to land in
+STEPS = 12  # checkpoints every 2 steps: the kill has the 10 steps after checkpoint-2 to land in
 
 
 def _command(model, out):
-    return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"), f"model.path={model}",
-            f"train.out={out}", "data.train=arithmetic:chain:terms=2", "data.prompts_per_step=4", "rollout.group_size=4",
-            "rollout.max_new_tokens=6", f"train.steps={STEPS}", "train.save_every=2", "train.progress=false",
-            "algo.hint_stages=[0.5]", "algo.advantage=prime", "algo.implicit_prm=true", "algo.prm_lr=1e-3"]
+    return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
+            f"model.path={model}", f"train.out={out}", "data.train=arithmetic:chain:terms=2",
+            "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=6", f"train.steps={STEPS}",
+            "train.save_every=2", "train.progress=false", "algo.hint_stages=[0.5]", "algo.advantage=prime",
+            "algo.implicit_prm=true", "algo.prm_lr=1e-3"]
 
 
 def _without_timing(rows):

@@ -1,13 +1,13 @@
 """Process credit as step parts: PRIME's implicit process reward model, a second model trained beside the policy.
 
 PRIME (Cui et al., 2025, "Process Reinforcement through Implicit Rewards", arXiv 2502.01456) trains a causal LM
-pi_phi, initialised from the initial policy, on outcome labels alone, and reads dense token rewards off it:
-r_t = beta * (log pi_phi(y_t | y_<t) - log pi_ref(y_t | y_<t)), its implicit process reward. The step runs as the authors' verl recipe
-(``recipe/prime``) does with ``update: before``: ``prime_ray_trainer.RayPRIMETrainer.compute_reward`` calls
-``update_rm`` (the cross-entropy update, ``prime_core_algos.compute_ce_dpo_loss_rm``) and then
-``compute_rm_score`` (a second forward with the updated weights, ``prime_dp_rm._forward_micro_batch`` with
-``prime_granularity: token``). The estimator ``prime`` (rlvr.algos.process_credit) then normalises those rewards
-and forms its leave-one-out advantages.
+pi_phi, initialised from the initial policy, on outcome labels alone, and reads dense token rewards off it, its
+implicit process rewards r_t = beta * (log pi_phi(y_t | y_<t) - log pi_ref(y_t | y_<t)). The step runs as the
+authors' verl recipe (``recipe/prime``) does with ``update: before``: ``prime_ray_trainer.py``,
+``RayPRIMETrainer.compute_reward``, calls ``update_rm`` (the cross-entropy update,
+``prime_core_algos.compute_ce_dpo_loss_rm``) and then ``compute_rm_score`` (a second forward with the updated
+weights, ``prime_dp_rm._forward_micro_batch`` with ``prime_granularity: token``). The estimator ``prime``
+(rlvr.algos.process_credit) then normalises those rewards and forms its leave-one-out advantages.
 """
 
 from __future__ import annotations
