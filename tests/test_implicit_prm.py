@@ -283,8 +283,7 @@ def test_prime_trains_from_the_command_line_and_saves_the_prm(warm_model_dir, tm
     command = [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
                f"model.path={warm_model_dir}", f"train.out={out}", "data.train=arithmetic:chain",
                "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8", "train.steps=3",
-               "train.save_every=0", "train.progress=false", "algo.recipe=prime", "algo.prm_lr=1e-3",
-               "algo.advantage=prime"]  # the example file sets algo.advantage=grpo, which wins over the recipe's
+               "train.save_every=0", "train.progress=false", "algo.recipe=prime", "algo.prm_lr=1e-3"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
