@@ -119,5 +119,6 @@ def test_the_step_filters_on_the_configured_metric(scripted, metric, kept):
                           sampler=PromptSampler([Task("q", 0, name) for name in order], seed=0, shuffle=False),
                           params=SamplingParams(n=N, max_new_tokens=MAX_LEN),
                           reward_errors=RewardErrorLog(None, "exact"))
+    run.params_at = lambda step: run.params
     samples, collected, _ = collect_step(run, 1)
     assert list(dict.fromkeys(t.id for t in samples.tasks)) == kept

@@ -40,12 +40,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+CALIBRATION_METRICS = ("ece", "brier", "auroc")
+
+
 def _print_summary(summary: dict) -> None:
     for key, value in summary.items():
         if isinstance(value, dict) and "ci95" in value:
             low, high = value["ci95"]
             if key.startswith(("pass@", "maj@", "reward")):
                 print(f"{key}: {100 * value['value']:.1f}% (95% CI {100 * low:.1f}-{100 * high:.1f})")
+            elif key in CALIBRATION_METRICS:  # values in [0, 1] read to three decimals
+                print(f"{key}: {value['value']:.3f} (95% CI {low:.3f}-{high:.3f})")
             else:
                 print(f"{key}: {value['value']:.1f} (95% CI {low:.1f}-{high:.1f})")
     print(f"tasks: {summary['n_tasks']}, samples per task: {summary['samples_per_task']}")

@@ -520,6 +520,15 @@ def _build(values: dict, sources: dict) -> Config:
                           "use one of the two, not both (they would penalise length twice)")
     if cfg.model.lora is not None:
         _check_lora(cfg, sources)
+    if cfg.reward.noise is not None:
+        _check_noise(cfg, sources.get("reward.noise", "<config>"))
+    if cfg.rollout.temperature_schedule is not None:
+        from rlvr.rollout.temperature import temperature_schedule_problem
+
+        problem = temperature_schedule_problem(cfg.rollout.temperature_schedule, engine=cfg.rollout.engine,
+                                               tis_cap=cfg.algo.tis_cap)
+        if problem:
+            raise ConfigError(f"{sources.get('rollout.temperature_schedule', '<config>')}: {problem}")
     if cfg.reward.process is not None:
         _check_process_rewards(cfg.reward.process, sources.get("reward.process", "<config>"))
     if cfg.reward.policy:
@@ -532,6 +541,27 @@ def _build(values: dict, sources: dict) -> Config:
         except RewardSpecError as exc:
             raise ConfigError(f"{sources.get('reward.terms', '<config>')}: {exc}") from None
     return cfg
+
+
+def _check_noise(cfg: Config, where: str) -> None:
+    """reward.noise is {kind: backward|forward, false_positive, false_negative}, refused where the estimator cancels
+    or erases the correction (rlvr.algos.noise.noise_correction_problem)."""
+    from rlvr.algos.noise import noise_correction_problem
+
+    spec = cfg.reward.noise
+    if not isinstance(spec, dict) or spec.get("kind") not in ("backward", "forward") or \
+            set(spec) - {"kind", "false_positive", "false_negative"}:
+        raise ConfigError(f"{where}: reward.noise: expected {{kind: backward|forward, false_positive: RHO0, "
+                          f"false_negative: RHO1}}, got {spec!r}")
+    try:
+        problem = noise_correction_problem(spec["kind"], cfg.algo.advantage,
+                                           false_positive=float(spec.get("false_positive", 0.0)),
+                                           false_negative=float(spec.get("false_negative", 0.0)),
+                                           options=cfg.algo.advantage_options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: reward.noise: {exc}") from None
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
 
 
 def _check_process_rewards(spec: Any, where: str) -> None:
@@ -547,6 +577,12 @@ def _check_process_rewards(spec: Any, where: str) -> None:
                           f"{_suggest(str(spec['source']), known)}; known: {', '.join(known)}")
     if not isinstance(spec.get("options") or {}, dict):
         raise ConfigError(f"{where}: reward.process.options: expected a mapping, got {spec['options']!r}")
+    from rlvr.rewards.process import check_process_options
+
+    try:
+        check_process_options(spec["source"], dict(spec.get("options") or {}))
+    except UserError as exc:
+        raise ConfigError(f"{where}: reward.process.options: {exc}") from None
 
 
 def _check_lora(cfg: Config, sources: Mapping[str, str]) -> None:

@@ -91,6 +91,34 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("forking_tokens", "Wang et al., 2025, Beyond the 80/20 Rule (arXiv:2506.01939)",
             "DAPO with the policy gradient restricted to the top 20% highest-entropy tokens of each batch (rho = 0.2)",
             **_DAPO, entropy_mask_rho=0.2),
+    # the seed papers' families that change the step (docs/algorithms.md, "Opening the step" and "Collection stages")
+    _recipe("ghpo", "Liu et al., 2025, GHPO: Adaptive Guidance for Stable and Efficient LLM Reinforcement Learning (arXiv:2507.10628)",
+            "Sec. 3: a group whose every answer is wrong is sampled again with the first round(len x w) characters of the reference solution in the prompt, w = 0.25, 0.5, 0.75 in turn (released trainer hkgc-1/GHPO ghpo_trainer.py); the hinted rows replace the group and are trained in the hinted context; GRPO's loss, KL beta 0, one update per rollout batch",
+            hint_stages=[0.25, 0.5, 0.75], hint_mode="replace", agg="seq-mean-token-mean"),
+    _recipe("guide", "Nath et al., 2025, Adaptive Guidance Accelerates Reinforcement Learning of Reasoning Models (arXiv:2506.13923)",
+            "Algorithm 1: the same trigger (all G answers wrong) and hints, but the policy is trained on the unhinted prompt through the off-context ratio pi_theta(o | q) / pi_old(o | q, h), PPO-clipped with the group advantage",
+            hint_stages=[0.25, 0.5, 0.75], hint_mode="guide", agg="seq-mean-token-mean"),
+    _recipe("luffy", "Yan et al., 2025, Learning to Reason under Off-Policy Guidance (arXiv:2504.14945)",
+            "Sec. 3: one expert trace in each group (8 rows: 7 sampled + 1 expert, n_prefix=1 in ElliottYan/LUFFY exp_scripts/train.sh), advantages r - group mean (no std), on-policy tokens unclipped -A r, expert tokens policy-shaped -A p/(p + 0.1) (mix_core_alg.py), token sums over the constant length; entropy coefficient 0.001, no KL; 128 prompts per rollout batch in mini-batches of 64: 2 updates",
+            expert_rows=1, advantage="dr_grpo", loss="mixed_policy", loss_options={"shaping": "luffy", "gamma": 0.1},
+            agg="seq-mean-token-sum-norm", entropy_coef=0.001, mini_batches=2),
+    _recipe("rl_plus", "Dong et al., 2025, RL-PLUS: Countering Capability Boundary Collapse of LLMs in Reinforcement Learning with Hybrid-policy Optimization (arXiv:2508.00222)",
+            "Eqs. 5-7: LUFFY's group layout and on-policy term; expert tokens weighted by multiple importance sampling 2 pi_theta / (pi_old + (pi_old + 1)/2) and the exploration-based advantage A (1 - sg(pi_theta))^0.5 (YihongDong/RL-PLUS rlplus_core_alg.py); entropy 0.001, no KL; 2 updates per rollout batch",
+            expert_rows=1, advantage="dr_grpo", loss="mixed_policy", loss_options={"shaping": "rl_plus", "explore_exp": 0.5},
+            agg="seq-mean-token-sum-norm", entropy_coef=0.001, mini_batches=2),
+    _recipe("pure", "Cheng et al., 2025, Stop Summation: Min-Form Credit Assignment Is All Process Reward Model Needs for Reasoning (arXiv:2504.15275)",
+            "Sec. 4: step rewards transformed to min form (softmin weights, temperature 0.1), a leave-one-out per-token baseline, the verifiable reward solved - 1 (leave-one-out) on the last token, a k1 KL per-token reward (0.001), returns with the step ends zeroed and whitened (CJReinforce/PURE examples/scripts/train_pure.sh); step rewards from reward.process (here the rule checker arith_steps; a PRM: {source: prm}); PPO clip 0.2; 64 prompts x 4 samples in train batches of 128: 2 updates",
+            **{"advantage": "pure", "kl_coef": 0.001, "kl_kind": "k1", "kl_placement": "reward", "mini_batches": 2,
+               "reward.process": {"source": "arith_steps"}}),
+    _recipe("prime", "Cui et al., 2025, Process Reinforcement through Implicit Rewards (arXiv:2502.01456)",
+            "Sec. 3: an implicit PRM (a copy of the initial policy, its own AdamW) updated first on the batch with BCE(sigmoid(beta sum log pi_phi/pi_ref), correct), then token rewards beta (log pi_phi - log pi_ref), beta 0.05; advantages in verl recipe/prime's order: prime_norm, the masked leave-one-out of the token rewards x 5 plus the outcome's RLOO x 5, returns, whitening; PPO clip 0.2, entropy 0.001; one update per rollout batch (train batch 64 = mini-batch 64)",
+            advantage="prime", implicit_prm=True, prm_beta=0.05, entropy_coef=0.001),
+    _recipe("prof", "Ye et al., 2025, Beyond Correctness: Harmonizing Process and Outcome Rewards through RL Training (arXiv:2509.03403)",
+            "Algorithm 1: within each group, drop the correct rollouts with the lowest mean step reward and the incorrect ones with the highest, balancing correct and incorrect (amazon-science/PROF-GRPO filter_trajectories); advantages from the outcome reward on the kept rows (GRPO); step rewards from reward.process (here arith_steps)",
+            **{"prof_filter": True, "agg": "seq-mean-token-mean", "reward.process": {"source": "arith_steps"}}),
+    _recipe("dars", "Yang et al., 2025, Depth-Breadth Synergy in RLVR: Unlocking LLM Reasoning Gains with Adaptive Exploration (arXiv:2508.13755)",
+            "Sec. 4: a prompt at accuracy a < 0.5 gets extra rollouts joining its group, topping its cumulative advantage up to an a = 0.5 prompt's (equal treatment: N / (2 sqrt(a (1 - a))) rows in all), at most 24 more for N = 8 (yangzhch6/DARS schedule_ET, n_max 32); advantages r - group mean without std as the released scripts run",
+            dars_max_extra=24, dars_schedule="equal", advantage="dr_grpo", agg="seq-mean-token-mean"),
 ]}
 
 
@@ -106,13 +134,18 @@ def get(name: str) -> Recipe:
 
 
 def _format(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_format(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_format(v) for v in value) + "]"
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def expansion(name: str) -> str:
     """The algo.* settings a recipe expands to, as dotted overrides."""
     shown = ("advantage", "loss", "agg", "ppo_epochs", "mini_batches")
-    return " ".join(f"algo.{k}={_format(v)}" for k, v in get(name).settings.items() if _BASE.get(k, object()) != v or k in shown)
+    return " ".join(f"{k if '.' in k else 'algo.' + k}={_format(v)}" for k, v in get(name).settings.items()
+                    if _BASE.get(k, object()) != v or k in shown)
 
 
 def markdown_table() -> str:

@@ -56,7 +56,7 @@ from rlvr.tasks import Task
 log = logging.getLogger(__name__)
 
 HIDDEN_META_KEYS = frozenset({"answer", "answers", "reference", "solution", "solutions", "expected", "expected_output",
-                              "gold", "label", "labels", "target", "tests", "expert", "hint", "hints"})
+                              "gold", "label", "labels", "target", "tests", "expert", "hint", "hints", "completion"})
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ _BUILDERS: dict[str, StageBuilder] = {}
 
 
 def register_stage(name: str) -> Callable[[StageBuilder], StageBuilder]:
-    """Register a builder ``fn(cfg) -> CollectionStage | None``; stages run in registration order."""
+    """Register a builder ``fn(cfg) -> CollectionStage | None``; stages run in the order of ``stage_names``."""
     def decorator(fn: StageBuilder) -> StageBuilder:
         _BUILDERS[name] = fn
         return fn
@@ -75,15 +75,18 @@ def register_stage(name: str) -> Callable[[StageBuilder], StageBuilder]:
 
 
 def stage_names() -> list[str]:
-    _import_builtin()
-    return list(_BUILDERS)
+    """Every registered stage in the order they run: the built-in ones in their fixed order, then the others in
+    registration order (whichever module happened to be imported first)."""
+    from rlvr.rollout.collection_stages import ORDER
+
+    return sorted(_BUILDERS, key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
 
 
 def build_stages(cfg) -> dict[str, CollectionStage]:
-    """The stages the config switches on, in registration order."""
-    _import_builtin()
+    """The stages the config switches on, in the order they run (``stage_names``)."""
     stages = {}
-    for name, build in _BUILDERS.items():
+    for name in stage_names():
+        build = _BUILDERS[name]
         stage = build(cfg)
         if stage is not None:
             stages[name] = stage
@@ -105,7 +108,3 @@ def group_rows(samples: ScoredSamples) -> dict[int, list[int]]:
     for i, g in enumerate(samples.batch.group_index.tolist()):
         rows.setdefault(int(g), []).append(i)
     return rows
-
-
-def _import_builtin() -> None:
-    from rlvr.rollout import collection_stages  # noqa: F401  (the built-in stages register on import)

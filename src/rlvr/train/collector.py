@@ -26,12 +26,13 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
     per prompt and every response is scored; the collection stages add or replace rows (rlvr.rollout.stages);
     ReMax's greedy baselines where the estimator needs them."""
     cfg = run.cfg
+    params = run.params_at(step)
     samples, collected = collect_rollouts(
-        run.engine, run.tokenizer, run.sampler, run.params, run.scoring, prompts=cfg.data.prompts_per_step,
+        run.engine, run.tokenizer, run.sampler, params, run.scoring, prompts=cfg.data.prompts_per_step,
         dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.dynamic_sampling_max_batches, step=step,
         prompt_policy=run.prompt_policy, metric=getattr(cfg.algo, "dynamic_sampling_metric", "score"),
     )
-    samples, staged = run_stages(run.stages, samples, StageContext(run.engine, run.tokenizer, run.params, run.scoring,
+    samples, staged = run_stages(run.stages, samples, StageContext(run.engine, run.tokenizer, params, run.scoring,
                                                                    run.prompt_policy, cfg), step)
     collected.update(staged)
     run.reward_errors.observe(step, samples.tasks, samples.verdicts)
@@ -39,7 +40,7 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
     collected.update(run.reward_errors.metrics())
     baseline = None
     if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
-        baseline = greedy_baseline(run.engine, run.tokenizer, samples, run.params, run.scoring, step, run.prompt_policy)
+        baseline = greedy_baseline(run.engine, run.tokenizer, samples, params, run.scoring, step, run.prompt_policy)
     return samples, collected, baseline
 
 

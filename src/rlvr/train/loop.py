@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import torch
 
+from rlvr.algos import trust_region
 from rlvr.config import Config
 from rlvr.rollout import provenance
 from rlvr.train.group import SINGLE, LearnerGroup
@@ -83,6 +84,7 @@ def step_metrics(step: int, samples, exp, update: dict[str, Any], collected: dic
         "kl": update.pop("kl", 0.0),
         **update,
         "adv_mean": float((exp.advantages * mask).sum() / mask.sum().clamp(min=1)),
+        "nonzero_adv_frac": trust_region.nonzero_advantage_fraction(exp.advantages, exp.loss_mask),
         "groups": int(torch.unique(exp.batch.group_index).numel()),
         **provenance.kind_metrics(exp.batch.row_kind, rewards),
         **collected,

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algos import advantages, filters, kl, losses, offpolicy
+from rlvr.algos import advantages, filters, kl, losses, noise, offpolicy
 from rlvr.algos import entropy as entropy_mod
 from rlvr.config import Config
 from rlvr.train.group import SINGLE, LearnerGroup
@@ -321,6 +321,25 @@ class SeparateCritic(StepPart):
             self.head.load_state_dict(state["head"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.steps_done = state["steps_done"]
+
+
+@register_part("noise_correction")
+def _noise_correction(cfg: Config, ctx: PartContext):
+    spec = cfg.reward.noise
+    return NoiseCorrection(spec["kind"], float(spec.get("false_positive", 0.0)),
+                           float(spec.get("false_negative", 0.0))) if spec else None
+
+
+class NoiseCorrection(StepPart):
+    """Noisy-verifier correction of the rewards before advantages (arXiv 2510.00915: backward (R - rho0) / (1 - rho0
+    - rho1), or the forward weights); config validation refuses estimators that cancel it (rlvr.algos.noise)."""
+
+    def __init__(self, kind: str, false_positive: float, false_negative: float):
+        self.kind, self.false_positive, self.false_negative = kind, false_positive, false_negative
+
+    def shape(self, exp) -> dict[str, float]:
+        exp.rewards = noise.apply(self.kind, exp.rewards, self.false_positive, self.false_negative)
+        return {"reward_corrected_mean": float(exp.rewards.mean())}
 
 
 @register_part("estimator_inputs")

@@ -24,6 +24,7 @@ from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_pol
 from rlvr.rollout.agent import check_template
 from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.rollout.stages import build_stages
+from rlvr.rollout.temperature import TemperatureSchedule
 from rlvr.tasks import Task, load_data, make_sampler
 from rlvr.train.allocator import return_large_blocks_to_the_system
 from rlvr.train.determinism import set_up_numerics
@@ -261,8 +262,10 @@ class TrainingRun:
             build = engine_factory or (lambda model, tokenizer: build_engine(cfg.rollout.engine, model, tokenizer, **options))
             self.engine = build(self.engine_model, self.tokenizer)
         # sampled one step off-policy (cluster.async_rollouts), the engine's log-probs never serve as the old policy's
+        # nor when the engine samples at an annealed temperature (EAD): its log-probs are then the behaviour policy's
+        self.temperature_schedule = TemperatureSchedule.from_config(cfg.rollout.temperature_schedule)
         self.engine_logprobs_serve = group.broadcast(logprobs_serve_as_old_policy(self.engine) if group.is_main else None) \
-            and not cfg.cluster.async_rollouts
+            and not cfg.cluster.async_rollouts and self.temperature_schedule is None
         self.stages = build_stages(cfg)  # collection stages (rlvr.rollout.stages), run by the collector
         self.collector = Collector(self, asynchronous=bool(cfg.cluster.async_rollouts) and group.is_main)
         self.sampler = make_sampler(self.tasks, cfg.data, seed=cfg.train.seed)
@@ -321,6 +324,12 @@ class TrainingRun:
                 "stages": {n: s.state_dict() for n, s in self.stages.items()},
                 "bad_in_a_row": self.bad_in_a_row, "collector": self.collector.state_dict(),
                 "loss_scale": self.loss_scale.state_dict()}
+
+    def params_at(self, step: int) -> SamplingParams:
+        """The step's sampling parameters: with EAD's temperature schedule, the schedule of this training step."""
+        if self.temperature_schedule is None:
+            return self.params
+        return dataclasses.replace(self.params, temperature_schedule=self.temperature_schedule.at_step(step))
 
     def shuffle_generator(self, step: int) -> torch.Generator:
         """Mini-batch shuffling of one step, seeded by run seed and step (so a resumed run shuffles the same way)."""

@@ -24,6 +24,9 @@ from rlvr.verifiers import judge as _judge  # noqa: F401  (registers "judge")
 from rlvr.verifiers import rubric as _rubric  # noqa: F401  (registers "rubric")
 from rlvr.verifiers import reasoning_gym as _reasoning_gym  # noqa: F401  (registers "reasoning_gym")
 from rlvr.verifiers import remote as _remote  # noqa: F401  (registers "remote")
+from rlvr.verifiers import chain as _chain  # noqa: F401  (registers "chain_answer")
+from rlvr.verifiers import self_verify as _self_verify  # noqa: F401  (registers "self_verify")
+from rlvr.verifiers import calibrated as _calibrated  # noqa: F401  (registers "calibrated" and "noisy")
 from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import UnknownVerifierError, get_verifier, register_verifier, verifier_names
 from rlvr.verifiers.runner import (
