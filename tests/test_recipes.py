@@ -13,7 +13,8 @@ from rlvr.train.metrics import read_metrics
 from conftest import assert_reward_went_up, one_digit_rl_config
 
 ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens",
-       "ghpo", "guide", "luffy", "rl_plus", "pure", "prime", "prof", "dars"]
+       "ghpo", "guide", "luffy", "rl_plus", "pure", "prime", "prof", "dars",
+       "clip_cov", "kl_cov", "lp_reg", "dcpo", "ace", "sapo"]
 
 
 def test_every_recipe_the_issue_names_exists():

@@ -119,6 +119,26 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("dars", "Yang et al., 2025, Depth-Breadth Synergy in RLVR: Unlocking LLM Reasoning Gains with Adaptive Exploration (arXiv:2508.13755)",
             "Sec. 4: a prompt at accuracy a < 0.5 gets extra rollouts joining its group, topping its cumulative advantage up to an a = 0.5 prompt's (equal treatment: N / (2 sqrt(a (1 - a))) rows in all), at most 24 more for N = 8 (yangzhch6/DARS schedule_ET, n_max 32); advantages r - group mean without std as the released scripts run",
             dars_max_extra=24, dars_schedule="equal", advantage="dr_grpo", agg="seq-mean-token-mean"),
+    # exploration, trust regions and confidence (docs/algorithms.md, "Exploration and trust regions")
+    _recipe("clip_cov", "Cui et al., 2025, The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models (arXiv:2505.22617)",
+            "Sec. 4: PPO's loss, with the gradient of a random max(1, floor(r N)) of the unclipped tokens whose covariance (A - mean A)(logp - mean logp) lies in (1, 5) detached, r = 2e-4 (verl core_algos compute_policy_loss_clip_cov); the released scripts' clip 1.0/1.0, dynamic sampling, 256 prompts per rollout batch in mini-batches of 32: 8 updates",
+            loss="clip_cov", clip_low=1.0, clip_high=1.0, loss_options={"cov_ratio": 0.0002, "cov_lb": 1.0, "cov_ub": 5.0},
+            dynamic_sampling=True, mini_batches=8),
+    _recipe("kl_cov", "Cui et al., 2025, The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models (arXiv:2505.22617)",
+            "Sec. 4: -A r on every token (no clipping), plus beta |logp - old logp| on the top kappa N tokens by covariance, kappa 2e-3, beta 1 (verl core_algos compute_policy_loss_kl_cov); dynamic sampling; 8 updates per rollout batch",
+            loss="kl_cov", loss_options={"kl_cov_ratio": 0.002, "kl_coef": 1.0}, dynamic_sampling=True, mini_batches=8),
+    _recipe("lp_reg", "Low-probability Tokens Sustain Exploration in Reinforcement Learning with Verifiable Reward (arXiv:2510.03222)",
+            "Eqs. 4-6: PPO's loss plus beta k3(pi_proxy || pi_theta) on the 1% lowest-probability negative-advantage tokens below their min-p proxy (kappa 0.02) of the old policy, beta 1 (CarlanLark/Lp-Reg-dev compute_policy_loss_lp_reg); the on-policy recipe's clip 1.0/9.0, one update",
+            clip_low=1.0, clip_high=9.0, loss_options={"lp_reg": {"kappa": 0.02, "neg_frac": 0.01, "pos_frac": 0.0, "coef": 1.0}}),
+    _recipe("dcpo", "Yang et al., 2025, DCPO: Dynamic Clipping Policy Optimization (arXiv:2509.02333)",
+            "Eqs. 4-9: clip bounds from the old token probability q, 0.5 + 0.5 sqrt(max(1 - 4 eps_low/q, 0)) <= r <= 0.5 + 0.5 sqrt(1 + 4 eps_high/q), eps 0.16/0.2, capped at 10 (lime-RL/DCPO get_clip_low_high); smooth advantage standardisation over each prompt's running statistics (step_state, saved in checkpoints); sum over tokens, mean over responses; 8 updates per rollout batch",
+            advantage="dcpo_sas", loss="dcpo", agg="seq-mean-token-sum", clip_low=0.16, clip_high=0.2, dual_clip=10.0, mini_batches=8),
+    _recipe("ace", "Overconfident Errors Need Stronger Correction (arXiv:2602.21420)",
+            "Sec. 3: for an incorrect rollout (A < 0) A <- A (1 + alpha softplus(c)), c = log pi_old(y|x) - log pi_ref(y|x) summed over the response; correct rollouts unchanged; GRPO advantages, alpha 1.0 (the paper's default not verified)",
+            advantage="ace", advantage_options={"alpha": 1.0, "base": "grpo"}),
+    _recipe("sapo", "Gao et al., 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)",
+            "Eq. 6: a smooth gate sigma(tau (r - 1)) 4 / tau in place of the hard clip, tau_pos 1.0 for A > 0 and tau_neg 1.05 for A < 0 (verl compute_policy_loss_sapo, TRL loss_type=sapo); 8 updates per rollout batch",
+            loss="sapo", agg="seq-mean-token-mean", loss_options={"tau_pos": 1.0, "tau_neg": 1.05}, mini_batches=8),
 ]}
 
 
