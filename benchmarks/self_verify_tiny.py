@@ -7,7 +7,9 @@ The warm start is the demo's tiny character-level Llama, trained supervised on a
 the verification format with RANDOM labels ("Q:37+58= A:96 ok? " -> "y" or "n", a coin flip), so it answers in the
 format but rates at chance. Both runs start from it with the same seed, prompts per step and group size; the RISE run
 adds ``algo.self_verify_per_step`` verification tasks per step (template ``Q:{prompt} A:{response} ok? ``, the
-``plain`` rating: "y" rates 1, "n" rates -0.5; the reference is the exact verifier's verdict on the answer).
+``plain`` rating: "y" rates 1, "n" rates -0.5; the reference is the exact verifier's verdict on the answer). The
+``rise_balanced`` run picks half of them from correct answers and half from the others (``SelfVerify(balance=True)``),
+so the step's verification tasks do not lean to the verdict the policy's accuracy makes common.
 
 Held out (problems of the eval split, never trained on): greedy solving pass@1, and greedy verification accuracy on
 one FIXED set of answers (one answer per problem sampled at temperature 1 from the warm start, so every model rates
@@ -32,8 +34,9 @@ from rlvr.config import config_from_dict
 from rlvr.models import TinySpec, build_tiny_model, load_model
 from rlvr.rollout import SamplingParams, build_engine
 from rlvr.rollout.episodes import Scoring, generate_and_score
+from rlvr.rollout import stage_self_verify
 from rlvr.rollout.stage_self_verify import SelfVerify
-from rlvr.rollout.stages import StageContext
+from rlvr.rollout.stages import StageContext, register_stage
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems, sample_problems
 from rlvr.train import sft, train
 from rlvr.train.metrics import read_metrics
@@ -51,7 +54,20 @@ BASE = {
 }
 # training columns: mean over the first 10 / the last 10 steps
 TRAIN_KEYS = ("reward_mean/on_policy", "verify/accuracy", "verify/accuracy_on_correct", "verify/accuracy_on_wrong")
-METHODS = {"grpo": {}, "rise": {"self_verify_per_step": 16, "self_verify_template": TEMPLATE}}
+METHODS = {"grpo": {}, "rise": {"self_verify_per_step": 16, "self_verify_template": TEMPLATE},
+           "rise_balanced": {"self_verify_per_step": 16, "self_verify_template": TEMPLATE}}
+BALANCED = {"rise_balanced"}  # picks half correct, half other answers (SelfVerify(balance=True))
+
+
+def use_stage(balance: bool) -> None:
+    """The self_verify stage the next run builds: RISE's pick, or the class-balanced one (no config key yet)."""
+    def balanced(cfg):
+        stage = stage_self_verify._self_verify_stage(cfg)
+        if stage is not None:
+            stage.balance = True
+        return stage
+
+    register_stage("self_verify")(balanced if balance else stage_self_verify._self_verify_stage)
 
 
 def warm_start(out: Path, seed: int) -> Path:
@@ -134,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         tree["model"] = {"path": str(warm)}
         tree["algo"].update(algo)
         tree["train"].update(steps=args.steps, seed=args.seed, out=str(args.out / name), overwrite=True)
+        use_stage(name in BALANCED)
         t0 = time.perf_counter()
         rows = read_metrics(train(config_from_dict(tree, source=f"self_verify_tiny:{name}")))
         seconds = time.perf_counter() - t0

@@ -263,6 +263,26 @@ def test_stage_pick_is_seeded_by_step_and_reproducible():
         assert [sum(r // 4 == g for r in rows) for g in range(3)] == [2, 2, 1] and rows == sorted(rows)
 
 
+@pytest.mark.parametrize("k, correct, wrong", [(6, 3, 3), (5, 3, 2), (1, 1, 0), (12, 6, 6), (20, 6, 6)])
+def test_balanced_pick_takes_half_correct_half_other_answers(k, correct, wrong):
+    samples, *_ = scripted_step()  # each group: right, wrong, no answer, right -> 6 correct, 6 other answers
+    stage = SelfVerify(k, "Q:{prompt} A:{response} ok? ", balance=True)
+    for step in (1, 2, 3):
+        rows = stage.pick(samples, step)
+        ratings = [rating_of_verdict(samples.verdicts[i]) for i in rows]
+        assert (sum(r > 0 for r in ratings), sum(r <= 0 for r in ratings)) == (correct, wrong)
+        assert rows == sorted(set(rows))
+        if k == 6:  # three of each class, spread one per group
+            assert [sum(r // 4 == g for r in rows) for g in range(3)] == [2, 2, 2]
+
+
+def test_balanced_pick_gives_what_a_short_class_has():
+    samples, *_ = scripted_step(script=lambda text, j: str(sum(map(int, re.findall(r"\d+", text)))) if j else "x")
+    rows = SelfVerify(8, "Q:{prompt} A:{response} ok? ", balance=True).pick(samples, 1)
+    ratings = [rating_of_verdict(samples.verdicts[i]) for i in rows]
+    assert sorted(ratings) == [-0.5] * 3 + [1.0] * 4  # only three wrong answers exist
+
+
 def test_stage_skips_undecided_and_non_policy_rows():
     tokenizer = char_tokenizer()
     engine = ScriptedEngine_standin(tokenizer, answer_or_rate)

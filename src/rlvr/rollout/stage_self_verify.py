@@ -124,6 +124,17 @@ def check_template(template: str) -> None:
                          f"missing {', '.join(missing)}")
 
 
+def spread(candidates: dict[int, list[int]], k: int, generator: torch.Generator) -> list[int]:
+    """K of the candidate rows, spread over the groups that have any (downsample_counts, in group order), drawn
+    uniformly within each group; a group with fewer candidates than its share gives all it has."""
+    candidates = {g: rows for g, rows in candidates.items() if rows}
+    picked: list[int] = []
+    for rows, count in zip(candidates.values(), downsample_counts(k, len(candidates))):
+        order = torch.randperm(len(rows), generator=generator).tolist()
+        picked.extend(sorted(rows[j] for j in order[:count]))
+    return picked
+
+
 def verification_metrics(verifications: ScoredSamples) -> dict[str, float]:
     """``verify/rows``; ``verify/accuracy``, the share of verification responses whose rating equals the reference;
     ``verify/accuracy_on_correct`` and ``verify/accuracy_on_wrong``, the same over the verifications of correct and
@@ -143,25 +154,30 @@ def verification_metrics(verifications: ScoredSamples) -> dict[str, float]:
 class SelfVerify(CollectionStage):
     """Turns ``per_step`` of the step's scored answers into verification tasks for the policy (module docstring)."""
 
-    def __init__(self, per_step: int, template: str | None = None, mode: str = "rise", seed: int = 0):
-        self.per_step, self.mode, self.seed = per_step, mode, seed
+    def __init__(self, per_step: int, template: str | None = None, mode: str = "rise", seed: int = 0, *,
+                 balance: bool = False):
+        self.per_step, self.mode, self.seed, self.balance = per_step, mode, seed, balance
         self.template = template if template is not None else DEFAULT_TEMPLATES[mode]
         check_template(self.template)
         self.options = {"scheme": mode, "format": "boxed" if "\\boxed" in self.template else "plain"}
 
     def pick(self, samples: ScoredSamples, step: int) -> list[int]:
         """The rows to verify: on-policy rows with a decided verdict, spread over the groups (downsample_counts),
-        uniformly at random within each group."""
+        uniformly at random within each group. With ``balance``, half of them (K/2, the odd one to correct answers)
+        from correct answers and half from the others, each half spread over the groups that have such answers; a
+        class with fewer answers gives what it has, so the step's checking tasks never lean to one verdict."""
         kinds = samples.batch.row_kind.tolist()
-        eligible = {g: [i for i in rows if kinds[i] == ON_POLICY and rating_of_verdict(samples.verdicts[i]) is not None]
-                    for g, rows in group_rows(samples).items()}
-        eligible = {g: rows for g, rows in eligible.items() if rows}
+        ratings = [rating_of_verdict(v) if kinds[i] == ON_POLICY else None for i, v in enumerate(samples.verdicts)]
         generator = torch.Generator().manual_seed((self.seed * 1_000_003 + step) ^ _SEED_SALT)
-        picked: list[int] = []
-        for rows, count in zip(eligible.values(), downsample_counts(self.per_step, len(eligible))):
-            order = torch.randperm(len(rows), generator=generator).tolist()
-            picked.extend(sorted(rows[j] for j in order[:count]))
-        return picked
+        groups = group_rows(samples)
+
+        def rows_where(keep) -> dict[int, list[int]]:
+            return {g: [i for i in rows if ratings[i] is not None and keep(ratings[i])] for g, rows in groups.items()}
+
+        if not self.balance:
+            return spread(rows_where(lambda r: True), self.per_step, generator)
+        correct = spread(rows_where(lambda r: r > 0), (self.per_step + 1) // 2, generator)
+        return sorted(correct + spread(rows_where(lambda r: r <= 0), self.per_step // 2, generator))
 
     def tasks(self, samples: ScoredSamples, rows: list[int]) -> list[Task]:
         out = []
