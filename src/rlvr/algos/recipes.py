@@ -139,6 +139,17 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("sapo", "Gao et al., 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)",
             "Eq. 6: a smooth gate sigma(tau (r - 1)) 4 / tau in place of the hard clip, tau_pos 1.0 for A > 0 and tau_neg 1.05 for A < 0 (verl compute_policy_loss_sapo, TRL loss_type=sapo); 8 updates per rollout batch",
             loss="sapo", agg="seq-mean-token-mean", loss_options={"tau_pos": 1.0, "tau_neg": 1.05}, mini_batches=8),
+    # exploration by decoding, calibration and distillation (docs/algorithms.md, "Exploration and trust regions")
+    _recipe("ead", "Yang et al., 2025, Let it Calm: Exploratory Annealed Decoding for Verifiable Reinforcement Learning (arXiv:2510.05251)",
+            "Sec. 3: position t sampled at tau_t = 1 for t < c, else max(1 + tau_max - exp(t / (20 d_s)), tau_min), d_s = min(d0 + 5 s, 40000) at training step s; c 10, tau_max 1.2, tau_min 0.1, d0 25 (the authors' yangalan123/EAD-RLVR annealed_sampling.py and run script); the trained policy stays at temperature 1, decoupled TIS min(pi_old / pi_behaviour, 2) corrects for the annealed sampler; GRPO's advantages and PPO-clip loss, one update per rollout batch",
+            **{"tis_cap": 2.0,
+               "rollout.temperature_schedule": {"start": 10, "tau_max": 1.2, "tau_min": 0.1, "decay": 25, "length_scale": 20}}),
+    _recipe("rlcr", "Damani et al., 2025, Beyond Binary Rewards: Training LMs to Reason About Their Uncertainty (arXiv:2507.16806)",
+            "R_RLCR = 1[correct] - (q - 1[correct])^2 for the confidence q stated in <confidence>q</confidence> (correctness plus the negative Brier score, a bounded proper scoring rule), a missing or unparsable q scored -2 (the calibrated verifier), as the reward term rlcr that replaces the task verifier's reward (inner verifier exact: for other tasks set the term's options.inner); GRPO's advantages and PPO-clip loss, one update per rollout batch; the prompt must ask for the confidence tag",
+            **{"reward.terms": [{"name": "rlcr", "verifier": "calibrated", "options": {"inner": "exact", "mode": "brier"}}]}),
+    _recipe("opd", "Lu et al., 2025, On-Policy Distillation (Thinking Machines); Agarwal et al., 2024, On-Policy Distillation of Language Models (arXiv:2306.13649)",
+            "per-token reward -(log pi_student(y_t) - log pi_teacher(y_t)) x algo.teacher_coef (1.0) on the student's sampled tokens, the teacher (algo.teacher, a model folder with the student's tokenizer) scoring them in a no-grad forward; advantage A_t = that reward, discount 0, plus outcome_coef (0: pure distillation) x the group-centred verifier reward; importance-sampling policy gradient with one update per rollout batch, so the PPO ratio is 1 (tinker-cookbook distillation/train_on_policy.py: kl_penalty_coef 1, kl_discount_factor 0, loss importance_sampling, num_substeps 1)",
+            advantage="opd", advantage_options={"outcome_coef": 0.0}, teacher_coef=1.0),
 ]}
 
 
