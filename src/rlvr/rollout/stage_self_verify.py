@@ -25,6 +25,10 @@ reference is always the outcome verifier's own verdict. A group with fewer such 
 ones it has. The rating is read from ``\\boxed{}`` when the template asks for it (contains ``\\boxed``), else from
 the response's leading word or number (``format=plain``, for short templates a small model can follow).
 
+``SelfVerify(balance=True)`` (not in RISE; no config key yet) picks half of the answers from correct ones and half
+from the others. RISE's pick follows the policy's accuracy, so most tasks share one verdict, and a policy that gives
+that verdict to everything scores well above chance (benchmarks/self_verify_tiny.py measures this on the tiny model).
+
 Metrics (``verification_metrics``): ``verify/rows`` (verification responses), ``verify/accuracy`` (share whose
 rating equals the reference), ``verify/accuracy_on_correct`` / ``verify/accuracy_on_wrong`` (the same over the
 verifications of correct and of other answers: a checker that always says "correct" scores 1 and 0, whatever its
