@@ -6,6 +6,7 @@ A spec is one source, or a mixture of sources with weights joined by ";":
     data/saved_dict@train               one split of a saved DatasetDict folder
     gsm8k:data/gsm8k.parquet            a preset layout (presets.py) read from a local file
     arithmetic:train:digits=2           the built-in arithmetic generator (arithmetic.py)
+    judgement:arithmetic:train:n=2000   judgement tasks for training a judge, built from a base spec (judgement.py)
     reasoning_gym:chain_sum,leg_counting:size=500,seed=1     reasoning-gym generators (reasoning_gym.py)
     gsm8k:gsm8k.parquet@3; reasoning_gym:chain_sum@1          a mixture: each batch slot picks a source
                                                               with probability proportional to its weight
@@ -48,6 +49,10 @@ def part_label(source: str) -> str:
     head, sep, rest = source.partition(":")
     if head == "reasoning_gym" and sep:
         return "rg:" + rest.split(":", 1)[0]
+    if head == "judgement" and sep:
+        from rlvr.tasks.judgement import parse_spec
+
+        return "judgement:" + part_label(parse_spec(source)[0])
     if head in GENERATORS:
         return head
     from rlvr.tasks.presets import PRESETS
@@ -60,6 +65,10 @@ def part_label(source: str) -> str:
 def load_source(source: str, fmt: RowFormat = RowFormat()) -> list[Task]:
     """The tasks of one source (no ';')."""
     head, sep, rest = source.partition(":")
+    if head == "judgement" and sep:
+        from rlvr.tasks import judgement
+
+        return judgement.from_spec(source)  # a judge's prompt as the judge verifier sends it: no system prompt added
     if head == "reasoning_gym" and sep:
         from rlvr.tasks.reasoning_gym import load_reasoning_gym
 
