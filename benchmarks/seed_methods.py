@@ -10,7 +10,9 @@ context, so GHPO's hinted prompts fit), trained
 supervised on the worked solutions of 2- and 3-term chains (``arithmetic:chain``: one line ``a+b=c`` per step, then
 ``#answer``). Held-out problems come from the chains' eval split, disjoint from training. Each method trains the same
 number of steps from the same seed, with the same prompts per step and group size; only the method's keys differ.
-Held-out pass@1 is greedy; pass@16 samples 16 answers at temperature 1.0. A claim that does not reproduce is
+Held-out pass@1 is greedy and unhinted; pass@16 samples 16 answers at temperature 1.0. GHPO's hint is given as the
+start of the model's own answer (``algo.hint_template="{prompt}{hint}"``): a character-level model trained on bare
+problems cannot read GHPO's English instruction. A claim that does not reproduce is
 reported as measured: the table prints numbers, not verdicts.
 """
 
@@ -53,7 +55,8 @@ BASE: dict[str, Any] = {
 FAMILIES: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {
     "guidance": (4, [
         ("grpo", {"algo": {"recipe": "grpo", "kl_coef": 0.0}}),
-        ("ghpo", {"algo": {"recipe": "ghpo"}}),
+        # the tiny model follows no instructions: the hint is given as the start of its own answer
+        ("ghpo", {"algo": {"recipe": "ghpo", "hint_template": "{prompt}{hint}"}}),
     ]),
     "expert": (5, [
         ("grpo", {"algo": {"recipe": "grpo", "kl_coef": 0.0}}),
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", choices=sorted([*FAMILIES, *more]), required=True)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)  # two threads on a shared 2-core machine wait on each other
     parser.add_argument("--out", type=Path, default=Path("runs/seed_methods"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
