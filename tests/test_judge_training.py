@@ -34,8 +34,11 @@ BASES = [  # (base spec, the verifier that labels its candidates)
     ("arithmetic:chain:terms=3", "chain_answer"),
 ]
 JUDGE_SPEC = TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, max_positions=2048)
-TRAIN_DATA = "judgement:arithmetic:train:digits=1,n=600,seed=0"
-HELD_OUT = "judgement:arithmetic:eval:digits=1,n=200,seed=1"
+# near_miss=0: a judge this small does not learn to tell near misses in the test's budget (with near_miss=0.6 it
+# flips between all-yes and all-no over 1,200 SFT steps); trained on easier mistakes it judges them well, and the
+# end-to-end test measures what it does with the policy's near misses.
+TRAIN_DATA = "judgement:arithmetic:train:digits=1,n=600,seed=0,near_miss=0"
+HELD_OUT = "judgement:arithmetic:eval:digits=1,n=200,seed=1,near_miss=0"
 
 
 # ------------------------------------------------------------------------------------------ the tasks
@@ -58,6 +61,18 @@ def test_judgement_tasks_are_balanced_deterministic_and_labelled_by_the_rule_ver
         assert SHORT_TEMPLATE.format(question=source.prompt, reference=source.reference,
                                      response=t.meta["candidate"]) == t.prompt[-1]["content"]
     assert {t.meta["corruption"] for t in tasks if t.reference == NO} - {None}, "no corrupted candidate was drawn"
+
+
+def test_near_miss_share_sets_how_many_wrong_candidates_keep_the_answers_length():
+    base = {t.id: t for t in load_source("arithmetic:train:digits=2")}
+
+    def same_length(near_miss):
+        tasks = load_tasks(f"judgement:arithmetic:train:digits=2,n=400,seed=1,near_miss={near_miss}")
+        wrong = [t for t in tasks if t.reference == NO]
+        return sum(len(t.meta["candidate"]) == len(base[t.meta["base_id"]].reference) for t in wrong) / len(wrong)
+
+    none, half, every = same_length(0), same_length(0.5), same_length(1)
+    assert none < half < every == 1.0, (none, half, every)
 
 
 def test_the_judge_verifier_sends_exactly_the_training_prompt():
@@ -91,6 +106,8 @@ def test_judgement_spec_splits_its_own_options_from_the_base(spec, base, own):
     ("judgement:arithmetic:train:format=long", "'format' must be one of short, judge"),
     ("judgement:arithmetic:train:verifier=exactt", "unknown verifier 'exactt'"),
     ("judgement:arithmetic:train:n=4,n=5", "given twice"),
+    ("judgement:arithmetic:train:near_miss=1.5", "'near_miss' must be a number in 0..1"),
+    ("judgement:arithmetic:train:near_miss=some", "'near_miss' must be a number in 0..1"),
     ("judgement:arithmetic:train:digits=9", "digits must be in 1..6"),
 ])
 def test_bad_judgement_specs_are_clear_errors(spec, words):
@@ -207,6 +224,16 @@ def test_a_judge_trained_with_rlvr_is_served_and_judges_another_run(judges, warm
     reasons = Counter(s["reason"] for s in samples)
     assert reasons["judge_correct"] + reasons["judge_incorrect"] + reasons["unparsable_judgement"] > 0, reasons
     assert _served_count(words) >= reasons["judge_correct"] + reasons["judge_incorrect"] > 0, (words, reasons)
+    # the served judge against the rule verifier on the policy's answers: every right answer is accepted; what it
+    # does with wrong ones is measured (a judge this small accepts near misses of the right shape)
+    answers = {t.id: t.reference for t in load_source("arithmetic:train:digits=1")}
+    judged = [(s["reason"] == "judge_correct", verify("exact", s["response"], answers[s["task_id"]]).status
+               == Status.CORRECT) for s in samples if s["reason"] in ("judge_correct", "judge_incorrect")]
+    right = [said for said, truth in judged if truth]
+    wrong = [said for said, truth in judged if not truth]
+    print(f"judge on the policy's answers: right ones accepted {sum(right)}/{len(right)}, wrong ones accepted "
+          f"{sum(wrong)}/{len(wrong)}; reasons {dict(reasons)}")
+    assert right and all(right), judged
 
 
 def test_model_server_refuses_a_wrong_key_and_a_wrong_model_name(tiny_model_dir):
@@ -253,6 +280,9 @@ def test_audit_judge_reports_false_positives_of_the_untrained_and_the_trained_ju
             words = server.stop()
         reports[label] = json.loads(out.read_text())["summary"]
         assert _served_count(words) > 0
+    for label, summary in reports.items():  # the figures docs quote (run with -s)
+        print(label, {setup: {k: round(v, 3) for k, v in row.items() if isinstance(v, (int, float))}
+                      for setup, row in summary.items()})
     for label, summary in reports.items():
         assert set(summary) == {"plain prompt", "hardened prompt", "hardened + pre-checks"}
         for setup in summary.values():

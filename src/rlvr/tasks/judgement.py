@@ -13,11 +13,13 @@ options that are judgement's own are taken out of it:
     format=short    the judge prompt: "short" (SHORT_SYSTEM and SHORT_TEMPLATE, a prompt a tiny character model can
                     learn: "Q:12+34= R:46 A:47 ok?") or "judge" (the judge verifier's own hardened prompts)
     verifier=exact  the rule verifier of base tasks that name none
+    near_miss=0.5   share of "no" tasks whose candidate is a near miss (the answer's length kept: a digit changed, off
+                    by a little), the mistakes a policy makes; the rest are any corruption
 
 Each task's prompt is built by the judge verifier's own ``build_messages`` (verifiers/judge/prompts.py), so a judge
 trained on these tasks sees at training time exactly what the ``judge`` verifier sends it at use time; use it with
 the verifier options of ``judge_options(format)``. The candidate is the base answer itself (or the base task's
-worked solution) or a corruption of it made locally with the seed (the number off by a little, digits swapped,
+worked solution) or a corruption of it made locally with the seed (the number off by a little, a digit changed, swapped,
 dropped or added, the worked solution's answer changed). The task's reference is the base rule verifier's verdict on
 the candidate, "yes" or "no", checked by the ``exact`` verifier; a candidate the rule verifier cannot decide is never
 used. Half the tasks target "yes" and half "no"; a slot whose target no candidate reaches keeps the verdict its
@@ -39,8 +41,11 @@ YES, NO = "yes", "no"
 SHORT_SYSTEM = "Reply yes or no."
 SHORT_TEMPLATE = "Q:{question} R:{reference} A:{response} ok?"
 FORMATS = {"short": {"template": SHORT_TEMPLATE, "system": SHORT_SYSTEM}, "judge": {}}
-_OPTIONS = ("n", "seed", "format", "verifier")
+_OPTIONS = ("n", "seed", "format", "verifier", "near_miss")
 _CANDIDATES_PER_SLOT = 4
+# Without near misses a small judge learns to reject answers that look different and to accept any answer of the
+# right shape (format over substance): measured in tests/test_judge_training.py.
+NEAR_MISS_SHARE = 0.5
 _INTEGER = re.compile(r"^[-+]?[0-9]+$")
 
 
@@ -80,6 +85,12 @@ def from_spec(text: str) -> list[Task]:
     except ValueError:
         raise DataError(f"{text!r}: options 'n' and 'seed' must be integers, got n={own.get('n')!r}, "
                         f"seed={own.get('seed')!r}") from None
+    try:
+        near_miss = float(own.get("near_miss", NEAR_MISS_SHARE))
+    except ValueError:
+        near_miss = -1.0
+    if not 0.0 <= near_miss <= 1.0:
+        raise DataError(f"{text!r}: option 'near_miss' must be a number in 0..1, got {own.get('near_miss')!r}")
     fmt = own.get("format", "short")
     if fmt not in FORMATS:
         raise DataError(f"{text!r}: option 'format' must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -95,7 +106,7 @@ def from_spec(text: str) -> list[Task]:
     base_tasks = load_source(base)
     if not base_tasks:
         raise DataError(f"{text!r}: the base spec {base!r} gives no tasks")
-    return judgement_tasks(base_tasks, n=n, seed=seed, fmt=fmt, default_verifier=verifier)
+    return judgement_tasks(base_tasks, n=n, seed=seed, fmt=fmt, default_verifier=verifier, near_miss=near_miss)
 
 
 # ------------------------------------------------------------------------------------------ candidates
@@ -103,7 +114,11 @@ def from_spec(text: str) -> list[Task]:
 def _numeric_corruptions(answer: str, rng: random.Random) -> list[tuple[str, str]]:
     value = int(answer)
     sign, digits = ("-" if value < 0 else ""), str(abs(value))
+    i = rng.randrange(len(digits))
+    changed = digits[:i] + rng.choice([d for d in "0123456789" if d != digits[i] and (i or d != "0" or
+                                                                                    len(digits) == 1)]) + digits[i + 1:]
     out = [("off_by_small", str(value + rng.choice((-3, -2, -1, 1, 2, 3)))),
+           ("digit_changed", sign + changed),
            ("off_by_ten", str(value + rng.choice((-10, 10)))),
            ("digit_added", sign + digits + str(rng.randrange(10)))]
     if len(digits) > 1:
@@ -130,13 +145,18 @@ def _with_final_answer(solution: str, answer: str) -> str:
     return solution[:at + 1] + answer if at >= 0 else answer
 
 
-def candidates(task: Task, want_correct: bool, rng: random.Random) -> list[tuple[str, str]]:
+def candidates(task: Task, want_correct: bool, rng: random.Random,
+               near_miss: float = NEAR_MISS_SHARE) -> list[tuple[str, str]]:
     """(kind, response) candidates for one base task, those meant to be right first when ``want_correct``."""
     answer = str(task.reference).strip()
     solution = task.meta.get("solution") if isinstance(task.meta.get("solution"), str) else None
     right = [("reference", answer)] + ([("solution", solution)] if solution else [])
     wrong = _numeric_corruptions(answer, rng) if _INTEGER.match(answer) else _text_corruptions(answer, rng)
+    near = [item for item in wrong if len(item[1]) == len(answer)]
     rng.shuffle(wrong)
+    if near and rng.random() < near_miss:  # a near miss (same length) first: the mistakes policies make
+        first = rng.choice(near)
+        wrong = [first] + [item for item in wrong if item is not first]
     if solution:  # the same corruptions inside the worked solution
         wrong = [item for kind, bad in wrong for item in ((kind, bad), (kind + "_in_solution",
                                                                         _with_final_answer(solution, bad)))]
@@ -146,7 +166,7 @@ def candidates(task: Task, want_correct: bool, rng: random.Random) -> list[tuple
 
 
 def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str = "short",
-                    default_verifier: str = "exact") -> list[Task]:
+                    default_verifier: str = "exact", near_miss: float = NEAR_MISS_SHARE) -> list[Task]:
     """``n`` judgement tasks from ``base_tasks`` (module docstring); deterministic in ``seed``."""
     from rlvr.verifiers import ScoreRequest, Status, score_batch
     from rlvr.verifiers.judge.precheck import visible
@@ -160,7 +180,7 @@ def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str =
     for i in range(n):
         task = base_tasks[order[i % len(order)]]
         want = i % 2 == 0
-        slots.append((task, want, candidates(task, want, rng)))
+        slots.append((task, want, candidates(task, want, rng, near_miss)))
     requests = [ScoreRequest(task.verifier or default_verifier, response, task.reference,
                              dict(task.verifier_options))
                 for task, _, cands in slots for _, response in cands]
