@@ -292,3 +292,38 @@ def test_audit_judge_reports_false_positives_of_the_untrained_and_the_trained_ju
             summary["hardened prompt"]["key_false_positive_rate"]
     # the trained judge answers in the verdict format the judge verifier parses; the untrained one does not
     assert reports["trained"]["plain prompt"]["undecided_calls"] < reports["untrained"]["plain prompt"]["undecided_calls"]
+
+
+# ------------------------------------------------------------------------------------------ step labels (PRM)
+
+def test_step_tasks_label_each_line_as_the_rule_checked_process_reward_does():
+    from rlvr.rewards.process import line_verdict
+
+    spec = "steps:arithmetic:chain:terms=4,ops=+-*,n=200,seed=2"
+    tasks = load_tasks(spec)
+    assert [t.reference for t in load_tasks(spec)] == [t.reference for t in tasks]
+    base = {t.id: t for t in load_source("arithmetic:chain:terms=4,ops=+-*")}
+    corrupted = 0
+    for t in tasks:
+        steps, labels, source = t.meta["steps"], t.meta["labels"], base[t.meta["base_id"]]
+        assert t.reference == "".join(labels) and len(steps) == len(labels) and t.verifier == "exact"
+        for line, label in zip(steps[:-1], labels[:-1]):
+            assert line_verdict(line, 30) == ("true" if label == "+" else "false"), (line, label)
+        assert (labels[-1] == "+") == (verify("chain_answer", "\n".join(steps), source.reference).status
+                                       == Status.CORRECT)
+        if t.meta["first_error"] is None:
+            assert "\n".join(steps) == source.meta["solution"]  # an untouched solution is the base's own
+        else:
+            corrupted += 1
+            assert labels[t.meta["first_error"]] == "-" and set(labels[:t.meta["first_error"]]) <= {"+"}
+    assert 70 <= corrupted <= 130  # wrong=0.5
+
+
+@pytest.mark.parametrize("spec,words", [
+    ("steps:arithmetic:train:digits=1,n=4", "has no worked solution"),
+    ("steps:arithmetic:chain:wrong=2", "wrong in 0..1"),
+    ("steps:arithmetic:chain:n=x", "must be integers"),
+])
+def test_bad_step_specs_are_clear_errors(spec, words):
+    with pytest.raises(UserError, match=re.escape(words)):
+        load_tasks(spec)

@@ -58,9 +58,14 @@ def judge_options(fmt: str = "short") -> dict[str, Any]:
 
 def parse_spec(text: str) -> tuple[str, dict[str, str]]:
     """``judgement:BASE[:options]`` -> (base spec, judgement's own options)."""
+    return split_options(text, PREFIX, _OPTIONS)
+
+
+def split_options(text: str, prefix: str, names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """``PREFIX:BASE[:options]`` -> (base spec, the options in ``names``); the other options stay with the base."""
     head, sep, rest = text.partition(":")
-    if head != PREFIX or not sep or not rest.strip():
-        raise DataError(f"not a judgement spec: {text!r} (expected e.g. 'judgement:arithmetic:train:n=2000,seed=0')")
+    if head != prefix or not sep or not rest.strip():
+        raise DataError(f"not a {prefix} spec: {text!r} (expected e.g. '{prefix}:arithmetic:train:n=2000,seed=0')")
     base, own = rest, {}
     stem, colon, last = rest.rpartition(":")
     items = [part.strip() for part in last.split(",") if part.strip()]
@@ -68,7 +73,7 @@ def parse_spec(text: str) -> tuple[str, dict[str, str]]:
         kept = []
         for item in items:
             key, _, value = (s.strip() for s in item.partition("="))
-            if key in _OPTIONS:
+            if key in names:
                 if key in own:
                     raise DataError(f"{text!r}: option {key!r} is given twice")
                 own[key] = value

@@ -7,6 +7,7 @@ A spec is one source, or a mixture of sources with weights joined by ";":
     gsm8k:data/gsm8k.parquet            a preset layout (presets.py) read from a local file
     arithmetic:train:digits=2           the built-in arithmetic generator (arithmetic.py)
     judgement:arithmetic:train:n=2000   judgement tasks for training a judge, built from a base spec (judgement.py)
+    steps:arithmetic:chain:n=500        step-labelling tasks for a process reward model (steps.py)
     reasoning_gym:chain_sum,leg_counting:size=500,seed=1     reasoning-gym generators (reasoning_gym.py)
     gsm8k:gsm8k.parquet@3; reasoning_gym:chain_sum@1          a mixture: each batch slot picks a source
                                                               with probability proportional to its weight
@@ -53,6 +54,10 @@ def part_label(source: str) -> str:
         from rlvr.tasks.judgement import parse_spec
 
         return "judgement:" + part_label(parse_spec(source)[0])
+    if head == "steps" and sep:
+        from rlvr.tasks.judgement import split_options
+
+        return "steps:" + part_label(split_options(source, "steps", ())[0])
     if head in GENERATORS:
         return head
     from rlvr.tasks.presets import PRESETS
@@ -69,6 +74,10 @@ def load_source(source: str, fmt: RowFormat = RowFormat()) -> list[Task]:
         from rlvr.tasks import judgement
 
         return judgement.from_spec(source)  # a judge's prompt as the judge verifier sends it: no system prompt added
+    if head == "steps" and sep:
+        from rlvr.tasks import steps
+
+        return [dress(task, fmt, head) for task in steps.from_spec(source)]
     if head == "reasoning_gym" and sep:
         from rlvr.tasks.reasoning_gym import load_reasoning_gym
 
