@@ -196,8 +196,11 @@ def judges(tmp_path_factory):
 
 def test_a_judge_trained_with_rlvr_is_served_and_judges_another_run(judges, warm_model_dir, tmp_path):
     untrained, warm, trained, judge_rows = judges
-    assert _held_out_accuracy(untrained) < 0.2  # it does not even answer yes/no
+    before = _held_out_accuracy(untrained)
+    assert before < 0.2  # it does not even answer yes/no
     accuracy = _held_out_accuracy(trained)
+    print(f"held-out judgement accuracy: untrained {before:.3f}, warmed {_held_out_accuracy(warm):.3f}, "
+          f"after rlvr train {accuracy:.3f}")
     assert accuracy >= 0.75, accuracy  # held-out problems: a judge, not a lookup table
     assert sum(r["verifier_score_mean"] for r in judge_rows) / 3 >= 0.6
 
