@@ -51,6 +51,10 @@ BASE: dict[str, Any] = {
     "train": {"lr": 3e-4, "max_grad_norm": 1.0, "progress": False, "log_samples": 0},
 }
 
+# The rule step checker as a PRM would judge: the final step's answer is checked against the reference, and a line
+# that is no step (or an empty response) scores like a false step, so writing nothing is not a way out.
+STEP_CHECKER = {"source": "arith_steps", "options": {"answer": "check", "other": -1.0}}
+
 # family -> (training terms, [(run name, algo/reward overrides)])
 FAMILIES: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {
     "guidance": (4, [
@@ -65,8 +69,8 @@ FAMILIES: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {
     ]),
     "process": (4, [
         ("sum_form", {"algo": {"recipe": "grpo", "kl_coef": 0.0, "advantage": "process_sum"},
-                      "reward": {"process": {"source": "arith_steps"}}}),
-        ("pure", {"algo": {"recipe": "pure"}}),
+                      "reward": {"process": STEP_CHECKER}}),
+        ("pure", {"algo": {"recipe": "pure"}, "reward": {"process": STEP_CHECKER}}),
         ("rloo", {"algo": {"recipe": "rloo"}}),
         ("prime", {"algo": {"recipe": "prime"}}),
     ]),

@@ -460,3 +460,27 @@ def test_prm_errors_name_the_folder(tmp_path):
     three = save_prm(tmp_path / "three", CHAR, num_labels=3)
     with pytest.raises(UserError, match=r"three has 3 labels; a process reward model here has 2"):
         compute_process("prm", batch, [""], tasks_for(1), CHAR, path=str(three))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("5+4=9\n9+6=15\n#15", [1.0, 1.0, 1.0]),   # the final step checked against the reference
+    ("5+4=9\n9+6=15\n#14", [1.0, 1.0, -1.0]),  # true steps, wrong answer: the last step is false
+    ("5+4=9\n# 15", [1.0, 1.0]),               # spaces around the answer do not matter
+    ("", [-1.0]),                              # no step at all scores as an "other" line
+])
+def test_arith_steps_can_check_the_answer_step_against_the_reference(text, expected):
+    from rlvr.models.tiny import char_tokenizer
+    from rlvr.rewards.process import compute_process
+    from rlvr.rollout.base import RolloutBatch
+    from rlvr.tasks import Task
+
+    tok = char_tokenizer()
+    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    batch = RolloutBatch(torch.ones(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long), torch.tensor([ids]),
+                         torch.ones(1, len(ids), dtype=torch.long), torch.zeros(1, len(ids)),
+                         torch.zeros(1, dtype=torch.bool), torch.zeros(1, dtype=torch.long))
+    pr = compute_process("arith_steps", batch, [text], [Task(prompt="5+4+6=", reference="15", id="t")], tok,
+                         answer="check", other=-1.0)
+    assert pr.values[0][pr.step_end[0]].tolist() == expected
+    with pytest.raises(Exception, match="'answer' is a number or \"check\""):
+        compute_process("arith_steps", batch, [text], [Task(prompt="x", reference="1", id="t")], tok, answer="yes")

@@ -265,23 +265,37 @@ def line_verdict(line: str, max_digits: int = 30) -> str:
 
 @register_process_source("arith_steps")
 def arith_steps(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, true_reward: float = 1.0,
-                false_reward: float = -1.0, other: float = 0.0, answer: float = 0.0, delimiter: str = "\n",
+                false_reward: float = -1.0, other: float = 0.0, answer: float | str = 0.0, delimiter: str = "\n",
                 max_digits: int = 30) -> ProcessRewards:
     """Each step (a line) is checked: ``a op b = c`` scores ``true_reward`` when it holds and ``false_reward`` when
-    it does not, the ``#answer`` line scores ``answer`` (0: the outcome is the verifier's, not a step's) and any
-    other line ``other``. A step of several lines (one token ending several) scores false if any equation is
+    it does not, the ``#answer`` line scores ``answer`` (0: the outcome is the verifier's, not a step's; "check": the
+    final step is checked like the others, ``true_reward`` when its answer equals the task's reference, as a PRM
+    judges a solution's last step) and any other line ``other``. A step of several lines (one token ending several) scores false if any equation is
     false, else true if it holds one, else its answer or other score. No text is ever evaluated. The rule-checked
     steps for PURE's sum-form vs min-form comparison (Stop Summation, arXiv 2504.15275) on chain arithmetic."""
     out = _empty(batch)
-    score = {"true": float(true_reward), "false": float(false_reward), "answer": float(answer), "other": float(other)}
+    if isinstance(answer, str) and answer != "check":
+        raise UserError(f"arith_steps: option 'answer' is a number or \"check\", got {answer!r}")
+    score = {"true": float(true_reward), "false": float(false_reward), "other": float(other)}
     for i, (ids, positions) in enumerate(_rows(batch)):
         for _, last, text in step_spans(tokenizer, ids, delimiter):
             lines = text.replace(delimiter, "\n").split("\n")  # the delimiter is not part of an equation
             kinds = {line_verdict(line, int(max_digits)) for line in lines} - {"blank"}
             kind = next((k for k in ("false", "true", "answer") if k in kinds), "other")
-            out.values[i, positions[last]] = score[kind]
+            if kind == "answer":
+                value = _answer_score(lines, tasks[i], answer, score) if answer == "check" else float(answer)
+            else:
+                value = score[kind]
+            out.values[i, positions[last]] = value
             out.step_end[i, positions[last]] = True
     return out
+
+
+def _answer_score(lines: list[str], task: Any, answer: str, score: dict[str, float]) -> float:
+    """``answer="check"``: the last ``#`` line's answer against the task's reference (text, spaces ignored)."""
+    given = [line.strip()[1:].strip() for line in lines if line.strip().startswith("#")][-1]
+    reference = str(getattr(task, "reference", "")).strip()
+    return score["true"] if given.replace(" ", "") == reference.replace(" ", "") else score["false"]
 
 
 # -------------------------------------------------------------------------------------------------- prm
