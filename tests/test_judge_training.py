@@ -35,7 +35,7 @@ BASES = [  # (base spec, the verifier that labels its candidates)
 ]
 JUDGE_SPEC = TinySpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256, max_positions=2048)
 # near_miss=0: a judge this small does not learn to tell near misses in the test's budget (with near_miss=0.6 it
-# flips between all-yes and all-no over 1,200 SFT steps); trained on easier mistakes it judges them well, and the
+# went from all-no to all-yes on them over 600 SFT steps); trained on easier mistakes it judges those well, and the
 # end-to-end test measures what it does with the policy's near misses.
 TRAIN_DATA = "judgement:arithmetic:train:digits=1,n=600,seed=0,near_miss=0"
 HELD_OUT = "judgement:arithmetic:eval:digits=1,n=200,seed=1,near_miss=0"

@@ -123,14 +123,11 @@ def build_server(model_dir: str, *, port: int = 0, host: str = "127.0.0.1", name
                  api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 256,
                  max_prompt_tokens: int | None = None, device: str = "auto") -> ModelServer:
     """A ModelServer for the Hugging Face folder ``model_dir`` on the hf engine."""
-    import torch
-
     from rlvr.models.loading import load_model
     from rlvr.rollout import build_engine
 
     model, tokenizer = load_model(model_dir, device=device)
-    model.eval()
-    torch.set_grad_enabled(False)
+    model.eval()  # the endpoint generates under torch.no_grad
     engine = build_engine("hf", model, tokenizer)
     settings = EndpointSettings(temperature=temperature, episode_tokens=max_tokens,
                                 max_prompt_tokens=max_prompt_tokens)
