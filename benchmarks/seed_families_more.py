@@ -214,19 +214,29 @@ def write_tasks(path: Path, tasks) -> Path:
 
 
 def calibration_eval(model_dir: Path, tasks, seed: int) -> dict[str, float]:
-    scored = sample(model_dir, tasks, n=1, temperature=0.0, max_new_tokens=CONF_TOKENS, seed=seed,
-                    verifier="calibrated", options={"inner": "exact", "mode": "brier"})
+    """Greedy accuracy, and the calibration of CONF_SAMPLES answers per task sampled at temperature 1 (the
+    distribution the reward trains; a greedy confidence is the mode of its digits and moves in jumps)."""
+    options = {"inner": "exact", "mode": "brier"}
+    greedy = sample(model_dir, tasks, n=1, temperature=0.0, max_new_tokens=CONF_TOKENS, seed=seed,
+                    verifier="calibrated", options=options)
+    scored = sample(model_dir, tasks, n=CONF_SAMPLES, temperature=1.0, max_new_tokens=CONF_TOKENS, seed=seed,
+                    verifier="calibrated", options=options)
+    each = [t for t in tasks for _ in range(CONF_SAMPLES)]
     stated = [(v.details.get("confidence"), v.details.get("correct")) for v in scored.verdicts]
     pairs = [(q, c) for q, c in stated if q is not None and c is not None]
     conf, right = [q for q, _ in pairs], [c for _, c in pairs]
-    easy = [q for (q, _), t in zip(stated, tasks) if q is not None and len(t.prompt) <= 4]
-    hard = [q for (q, _), t in zip(stated, tasks) if q is not None and len(t.prompt) > 4]
-    return {"accuracy": sum(v.details.get("correct") is True for v in scored.verdicts) / len(tasks),
-            "stated": len(pairs) / len(tasks), "ece": expected_calibration_error(conf, right) if pairs else None,
+    easy = [q for (q, _), t in zip(stated, each) if q is not None and len(t.prompt) <= 4]
+    hard = [q for (q, _), t in zip(stated, each) if q is not None and len(t.prompt) > 4]
+    return {"greedy_accuracy": sum(v.details.get("correct") is True for v in greedy.verdicts) / len(tasks),
+            "accuracy": sum(right) / len(right) if right else None,
+            "stated": len(pairs) / len(stated), "ece": expected_calibration_error(conf, right) if pairs else None,
             "brier": brier_score(conf, right) if pairs else None, "auroc": auroc(conf, right) if pairs else None,
             "conf_easy": sum(easy) / len(easy) if easy else None, "conf_hard": sum(hard) / len(hard) if hard else None}
 
 
+CONF_SAMPLES = 4
+# the demo's RL rate; at 1e-3 GRPO collapsed (accuracy 0%) and RLCR kept 9% accuracy, stating 0.1 on every answer
+CALIBRATION_LR = 3e-4
 CONF_TOKENS = 34  # "198 <confidence>0.7</confidence>" is 31 characters, then the end of text
 
 
@@ -242,12 +252,13 @@ def calibration(*, steps: int, seed: int, out: Path) -> str:
     before = calibration_eval(start, tasks, seed)
     lines = [f"family calibration: the 100 one-digit additions (easy) and 100 held-out two-digit ones (hard), {steps} "
              f"steps x {BASE['data']['prompts_per_step']} prompts x {BASE['rollout']['group_size']} responses, "
-             f"seed {seed}; the warm start ({CONF_SFT} SFT steps) states a random confidence"]
-    header = ["run", "accuracy", "confidence stated", "ECE", "Brier", "AUROC", "mean confidence easy / hard",
-              "s/step"]
+             f"lr {CALIBRATION_LR:g}, seed {seed}; the warm start ({CONF_SFT} SFT steps) states a random confidence"]
+    header = ["run", "greedy accuracy", "sampled accuracy", "confidence stated", "ECE", "Brier", "AUROC",
+              "mean confidence easy / hard", "s/step"]
 
     def row(name: str, m: dict, seconds: str) -> list[str]:
-        return [name, fmt(m["accuracy"], True), fmt(m["stated"], True), fmt(m["ece"]), fmt(m["brier"]),
+        return [name, fmt(m["greedy_accuracy"], True), fmt(m["accuracy"], True), fmt(m["stated"], True),
+                fmt(m["ece"]), fmt(m["brier"]),
                 fmt(m["auroc"]), f"{fmt(m['conf_easy'])} / {fmt(m['conf_hard'])}", seconds]
 
     cells = [row("warm start", before, "-")]
@@ -256,21 +267,21 @@ def calibration(*, steps: int, seed: int, out: Path) -> str:
     for name, term in terms.items():
         result = run(name, start, out, steps=steps, seed=seed, train_spec=str(train_file),
                      algo={"recipe": "grpo", "kl_coef": 0.0}, rollout={"max_new_tokens": CONF_TOKENS},
-                     reward={"terms": [term]})
+                     reward={"terms": [term]}, train={"lr": CALIBRATION_LR})
         after = calibration_eval(result["dir"] / f"checkpoint-{steps}", tasks, seed)
         cells.append(row(name, after, f"{result['seconds'] / steps:.2f}"))
         print(cells[-1], flush=True)
     lines += table(header, cells)
-    lines.append("grpo's reward is the calibrated verifier's ternary score (+1 correct, -1 wrong: correctness only, "
-                 "the stated confidence ignored); rlcr's is R_RLCR = 1[correct] - (q - 1[correct])^2")
+    lines.append(f"calibration columns over {CONF_SAMPLES} answers per task sampled at temperature 1; grpo's reward is "
+                 "the calibrated verifier's ternary score (+1 correct, -1 wrong: correctness only, the stated "
+                 "confidence ignored); rlcr's is R_RLCR = 1[correct] - (q - 1[correct])^2")
     return "\n".join(lines)
 
 
-# (run, algo keys, learning rate): both at the demo's RL rate 3e-4, and OPD at 1e-3 too. At 5e-3 both collapsed from
-# this student within a few steps (held-out pass@1 47% -> 0%, responses at the length limit); GRPO at 1e-3 did so
-# from a 150-step student.
-DISTILL_RUNS = [("grpo", {"recipe": "grpo", "kl_coef": 0.0}, 3e-4), ("opd", {"recipe": "opd"}, 3e-4),
-                ("opd", {"recipe": "opd"}, 1e-3)]
+# (run, algo keys, learning rate): both at the demo's RL rate 3e-4. At 5e-3 both collapsed from this student within a
+# few steps (held-out pass@1 47% -> 0%, responses at the length limit); OPD at 1e-3 fell to 3% and climbed back to 19%
+# by step 100; GRPO at 1e-3 collapsed from a 150-step student.
+DISTILL_RUNS = [("grpo", {"recipe": "grpo", "kl_coef": 0.0}, 3e-4), ("opd", {"recipe": "opd"}, 3e-4)]
 
 
 def distillation(*, steps: int, seed: int, out: Path) -> str:
