@@ -160,9 +160,10 @@ def fmt(value: float | None, pct: bool = False) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
 
 
-def run_family(family: str, *, steps: int, seed: int, out: Path) -> str:
-    terms, methods = FAMILIES[family]
-    out = out / family
+def run_family(family: str, *, steps: int, seed: int, out: Path, terms: int | None = None) -> str:
+    default_terms, methods = FAMILIES[family]
+    terms = terms or default_terms
+    out = out / (family if terms == default_terms else f"{family}-{terms}terms")
     out.mkdir(parents=True, exist_ok=True)
     warm = warm_start(out.parent, seed)
     tasks = chain_tasks(terms, "eval", HELDOUT, seed)
@@ -216,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", choices=sorted([*FAMILIES, *more]), required=True)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--terms", type=int, default=None, help="chain length (default: the family's)")
     parser.add_argument("--threads", type=int, default=1)  # two threads on a shared 2-core machine wait on each other
     parser.add_argument("--out", type=Path, default=Path("runs/seed_methods"))
     args = parser.parse_args(argv)
@@ -223,13 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     started = time.perf_counter()
     if args.family in FAMILIES:
-        table = run_family(args.family, steps=args.steps, seed=args.seed, out=args.out)
+        table = run_family(args.family, steps=args.steps, seed=args.seed, out=args.out, terms=args.terms)
     else:
         table = more[args.family](steps=args.steps, seed=args.seed, out=args.out)
     print(table)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, threads {args.threads}; "
           f"total {time.perf_counter() - started:.0f} s")
-    (args.out / f"{args.family}.json").write_text(json.dumps({"table": table, "argv": sys.argv}, indent=1))
+    (args.out / f"{args.family}{'-%dterms' % args.terms if args.terms else ''}.json").write_text(json.dumps({"table": table, "argv": sys.argv}, indent=1))
     return 0
 
 
