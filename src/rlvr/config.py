@@ -185,8 +185,6 @@ class ClusterConfig:
     cpus_per_learner: float | None = None  # CPUs a Ray learner actor reserves (None = an equal share, docs/cluster.md)
     cpus_per_rollout_worker: float | None = None  # CPUs a Ray rollout worker reserves (None = an equal share)
     cpus_per_reward_worker: float | None = None  # CPUs a Ray reward worker reserves (None = an equal share)
-    partial_rollouts: bool = False  # streaming rollouts: generations under way at a weight update continue (docs/cluster.md)
-    max_staleness: int = 1  # with partial_rollouts: the most updates old any trained token may be
 
 
 @dataclass
@@ -285,7 +283,6 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "algo.prm_lr": (lambda v: v > 0, "null or > 0"),
     "algo.teacher_coef": (lambda v: v >= 0, ">= 0"),
     "algo.is_correction": _one_of("tis", "seq_tis", "seq_mask", "token_mask", "geo_mask"),
-    "cluster.max_staleness": (lambda v: v >= 1, ">= 1"),
     "train.lr_schedule": _one_of("constant", "linear", "cosine"),
     "train.lr_min_ratio": (lambda v: 0 <= v <= 1, "0 <= ratio <= 1"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
