@@ -32,6 +32,7 @@ from rlvr.rollout import SamplingParams, build_engine
 from rlvr.rollout.episodes import Scoring, generate_and_score
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems
 from rlvr.train import sft, train
+from seed_methods import fmt, mean  # the tables' number formats (this folder is on sys.path when it runs)
 from rlvr.train.metrics import read_metrics
 
 MODEL = TinySpec(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)  # the demo's model
@@ -103,17 +104,6 @@ def pass_at(model_dir: Path, tasks, *, k: int, seed: int) -> float:
     scored = sample(model_dir, tasks, n=k, temperature=0.0 if k == 1 else 1.0, max_new_tokens=5, seed=seed)
     hits = [any(v.score >= 1.0 for v in scored.verdicts[i * k:(i + 1) * k]) for i in range(len(tasks))]
     return sum(hits) / len(tasks)
-
-
-def mean(rows: list[dict], key: str, part: slice) -> float | None:
-    values = [r[key] for r in rows[part] if key in r]
-    return sum(values) / len(values) if values else None
-
-
-def fmt(value: float | None, pct: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
