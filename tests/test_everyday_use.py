@@ -313,6 +313,9 @@ def test_wandb_and_mlflow_receive_every_step(tiny_model_dir, tmp_path, monkeypat
     [found] = mlflow.search_runs(search_all_experiments=True, output_format="list")
     history = mlflow.MlflowClient().get_metric_history(found.info.run_id, "reward_mean")
     assert [m.step for m in history] == [1, 2] and found.data.params["train.steps"] == "2"
+    # a metric nested under another metric's name (reward_mean/on_policy) is kept beside it, not lost
+    nested = mlflow.MlflowClient().get_metric_history(found.info.run_id, "reward_mean.on_policy")
+    assert [m.step for m in nested] == [1, 2]
     # the step's samples as each logger's table
     artifacts = [a.path for a in mlflow.MlflowClient().list_artifacts(found.info.run_id, "samples")]
     assert artifacts == ["samples/step-1.json", "samples/step-2.json"]

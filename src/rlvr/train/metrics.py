@@ -125,6 +125,18 @@ class WandbLogger(MetricsLogger):
         self.run.finish()
 
 
+def mlflow_name(key: str, keys) -> str:
+    """The metric's MLflow name: "@" spelled "_at_", and a "/" after a prefix that is itself a metric spelled "."
+    (reward_mean/on_policy beside reward_mean): MLflow's file store keeps a metric as a file, so "reward_mean" could
+    not also be the folder of "reward_mean/on_policy"."""
+    parts = key.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if "/".join(parts[:i]) in keys:
+            key = "/".join(parts[:i]) + "." + "/".join(parts[i:])
+            break
+    return key.replace("@", "_at_")
+
+
 @register_logger("mlflow")
 class MlflowLogger(MetricsLogger):
     """MLflow: the tracking URI from $MLFLOW_TRACKING_URI (a server or database: MLflow's recommended set-ups), else
@@ -145,7 +157,8 @@ class MlflowLogger(MetricsLogger):
         mlflow.log_params(flat)
 
     def log(self, row, step):
-        self.mlflow.log_metrics({k.replace("@", "_at_"): v for k, v in _numbers(row).items()}, step=step)
+        numbers = _numbers(row)
+        self.mlflow.log_metrics({mlflow_name(k, numbers): v for k, v in numbers.items()}, step=step)
 
     def log_samples(self, rows, step):
         columns, cells = _table(rows)
