@@ -307,28 +307,36 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
 
 def to_batch(episodes: list[Episode], pad_id: int, n: int, device, has_entropy: bool) -> RolloutBatch:
     """One row per episode: the first prompt left-padded, the turns right-padded (module docstring's masks)."""
-    rows = len(episodes)
-    width_p = max(len(e.prompt_ids) for e in episodes)
-    width = max(1, max(len(e.ids) for e in episodes))
-    prompt_ids = torch.full((rows, width_p), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((rows, width_p), dtype=torch.long)
-    response_ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((rows, width), dtype=torch.long)
-    loss_mask = torch.zeros((rows, width), dtype=torch.long)
-    logprobs = torch.zeros((rows, width), dtype=torch.float32)
-    entropy = torch.zeros((rows, width), dtype=torch.float32)
-    for i, e in enumerate(episodes):
-        p, t = len(e.prompt_ids), len(e.ids)
-        prompt_ids[i, width_p - p:] = torch.tensor(e.prompt_ids, dtype=torch.long)
-        prompt_mask[i, width_p - p:] = 1
-        if t:
-            response_ids[i, :t] = torch.tensor(e.ids, dtype=torch.long)
+    return episode_batch([(e.prompt_ids, e.ids, e.loss, e.logprobs, e.entropy) for e in episodes],
+                         [bool(e.stats["truncated"]) for e in episodes], pad_id, n, device, has_entropy)
+
+
+def episode_batch(rows: list[tuple[list[int], list[int], list[int], list[float], list[float]]], truncated: list[bool],
+                  pad_id: int, n: int, device, has_entropy: bool) -> RolloutBatch:
+    """The batch of episode rows (prompt ids, response ids, loss mask, log-probs, entropy), ``n`` rows per group:
+    prompts left-padded, responses right-padded; tokens the model did not sample carry no loss."""
+    count = len(rows)
+    width_p = max(1, max(len(r[0]) for r in rows))
+    width = max(1, max(len(r[1]) for r in rows))
+    prompt_ids = torch.full((count, width_p), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((count, width_p), dtype=torch.long)
+    response_ids = torch.full((count, width), pad_id, dtype=torch.long)
+    response_mask = torch.zeros((count, width), dtype=torch.long)
+    loss_mask = torch.zeros((count, width), dtype=torch.long)
+    logprobs = torch.zeros((count, width), dtype=torch.float32)
+    entropy = torch.zeros((count, width), dtype=torch.float32)
+    for i, (prompt, ids, loss, lps, ents) in enumerate(rows):
+        prompt_ids[i, width_p - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        prompt_mask[i, width_p - len(prompt):] = 1
+        if ids:
+            t = len(ids)
+            response_ids[i, :t] = torch.tensor(ids, dtype=torch.long)
             response_mask[i, :t] = 1
-            loss_mask[i, :t] = torch.tensor(e.loss, dtype=torch.long)
-            logprobs[i, :t] = torch.tensor(e.logprobs, dtype=torch.float32)
-            entropy[i, :t] = torch.tensor(e.entropy, dtype=torch.float32)
-    truncated = torch.tensor([bool(e.stats["truncated"]) for e in episodes])
-    group_index = torch.arange(rows // n).repeat_interleave(n)
-    return RolloutBatch(prompt_ids.to(device), prompt_mask.to(device), response_ids.to(device), response_mask.to(device),
-                        logprobs.to(device), truncated.to(device), group_index.to(device),
-                        entropy.to(device) if has_entropy else None, loss_mask.to(device))
+            loss_mask[i, :t] = torch.tensor(loss, dtype=torch.long)
+            logprobs[i, :t] = torch.tensor(lps, dtype=torch.float32)
+            entropy[i, :t] = torch.tensor(ents, dtype=torch.float32)
+    group_index = torch.arange(count // n).repeat_interleave(n)
+    to = lambda t: t.to(device)  # noqa: E731
+    return RolloutBatch(to(prompt_ids), to(prompt_mask), to(response_ids), to(response_mask), to(logprobs),
+                        to(torch.tensor(truncated, dtype=torch.bool)), to(group_index),
+                        to(entropy) if has_entropy else None, to(loss_mask))

@@ -44,11 +44,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from rlvr.errors import UserError
 from rlvr.models import encode_prompt
-from rlvr.rollout.agent import EpisodeRun
+from rlvr.rollout.agent import EpisodeRun, episode_batch
 from rlvr.rollout.agent_endpoint import AgentEndpoint, Call, EndpointSettings
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
@@ -235,31 +233,7 @@ def stitch(prompt_ids: list[int], calls: list[Call]) -> Row:
 
 
 def to_batch(rows: list[Row], truncated: list[bool], pad_id: int, n: int, has_entropy: bool, device) -> RolloutBatch:
-    count = len(rows)
-    width_p = max(1, max(len(r[0]) for r in rows))
-    width = max(1, max(len(r[1]) for r in rows))
-    prompt_ids = torch.full((count, width_p), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((count, width_p), dtype=torch.long)
-    response_ids = torch.full((count, width), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((count, width), dtype=torch.long)
-    loss_mask = torch.zeros((count, width), dtype=torch.long)
-    logprobs = torch.zeros((count, width), dtype=torch.float32)
-    entropy = torch.zeros((count, width), dtype=torch.float32)
-    for i, (prompt, ids, loss, lps, ents, _) in enumerate(rows):
-        prompt_ids[i, width_p - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-        prompt_mask[i, width_p - len(prompt):] = 1
-        if ids:
-            t = len(ids)
-            response_ids[i, :t] = torch.tensor(ids, dtype=torch.long)
-            response_mask[i, :t] = 1
-            loss_mask[i, :t] = torch.tensor(loss, dtype=torch.long)
-            logprobs[i, :t] = torch.tensor(lps, dtype=torch.float32)
-            entropy[i, :t] = torch.tensor(ents, dtype=torch.float32)
-    group_index = torch.arange(count // n).repeat_interleave(n)
-    to = lambda t: t.to(device)  # noqa: E731
-    return RolloutBatch(to(prompt_ids), to(prompt_mask), to(response_ids), to(response_mask), to(logprobs),
-                        to(torch.tensor(truncated)), to(group_index), to(entropy) if has_entropy else None,
-                        to(loss_mask))
+    return episode_batch([row[:5] for row in rows], truncated, pad_id, n, device, has_entropy)
 
 
 def _transcript(calls: list[Call]) -> list[dict[str, Any]]:
