@@ -15,6 +15,13 @@ from rlvr.errors import UserError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.agent and args.vlm:
+        raise UserError("rlvr demo: --agent and --vlm are two different demos; choose one")
+    if args.vlm:
+        from rlvr.demo.vlm import run_vlm_demo
+
+        run_vlm_demo(Path(args.out), seed=args.seed, progress=not args.quiet, overrides=args.overrides)
+        return 0
     if args.agent:
         from rlvr.demo.agent import run_agent_demo
 
@@ -280,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.add_argument("--agent", action="store_true",
                       help="the agent demo: a tiny model learns by RL to use a calculator tool (docs/agents.md)")
+    demo.add_argument("--vlm", action="store_true",
+                      help="the vision demo: a tiny vision-language model learns by RL to read generated images")
     demo.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                       help="changes to the RL phase's config, e.g. rollout.engine=NAME (the held-out evaluations use it too)")
     demo.set_defaults(func=_cmd_demo)

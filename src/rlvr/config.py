@@ -135,6 +135,13 @@ class AlgoConfig:
     teacher_coef: float = 1.0  # weight of the per-token reverse-KL reward to the teacher
     is_correction: str | None = None  # train/inference mismatch correction: tis, seq_tis, seq_mask, token_mask, geo_mask (None = tis when tis_cap is set)
     is_options: dict = field(default_factory=dict)  # options of the mismatch correction, e.g. {low: 0.5, high: 2.0}
+    verifier_model: str | None = None  # RL Tango / Cooper: the co-trained verifier's starting model folder (None = off)
+    verifier_lr: float | None = None  # the co-trained verifier's learning rate (None = train.lr)
+    verifier_objective: str = "rl"  # how the co-trained verifier learns: "rl" (its verdicts rewarded by the rule verifier) or "contrastive"
+    verifier_options: dict = field(default_factory=dict)  # options of the co-trained verifier (prompt template, rows per step, ...)
+    papo_coef: float = 0.0  # PAPO: weight of the implicit perception loss, KL(image || masked image) (0 = off)
+    papo_mask_ratio: float = 0.6  # PAPO: share of image patches masked in the perception forward
+    papo_entropy_coef: float = 0.0  # PAPO: weight of the double-entropy regulariser (0 = off)
 
 
 @dataclass
@@ -182,6 +189,8 @@ class ClusterConfig:
     reward_workers: int = 0  # reward-scoring actors (ray backend; 0 = score in the driver's reward runner)
     address: str | None = None  # address of an existing Ray cluster to join (None = start a local one)
     async_rollouts: int = 0  # 1 = collect the next batch while the learners update (one step off-policy)
+    partial_rollouts: bool = False  # ray: rollout workers stream finished groups; in-flight generations continue across weight updates
+    max_staleness: int = 1  # most policy updates a trained token may lag the learner (with partial_rollouts)
     cpus_per_learner: float | None = None  # CPUs a Ray learner actor reserves (None = an equal share, docs/cluster.md)
     cpus_per_rollout_worker: float | None = None  # CPUs a Ray rollout worker reserves (None = an equal share)
     cpus_per_reward_worker: float | None = None  # CPUs a Ray reward worker reserves (None = an equal share)
@@ -283,6 +292,11 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "algo.prm_lr": (lambda v: v > 0, "null or > 0"),
     "algo.teacher_coef": (lambda v: v >= 0, ">= 0"),
     "algo.is_correction": _one_of("tis", "seq_tis", "seq_mask", "token_mask", "geo_mask"),
+    "algo.verifier_lr": (lambda v: v > 0, "null or > 0"),
+    "algo.verifier_objective": _one_of("rl", "contrastive"),
+    "algo.papo_coef": (lambda v: v >= 0, ">= 0 (0 = off)"),
+    "algo.papo_mask_ratio": (lambda v: 0 < v < 1, "0 < ratio < 1"),
+    "algo.papo_entropy_coef": (lambda v: v >= 0, ">= 0 (0 = off)"),
     "train.lr_schedule": _one_of("constant", "linear", "cosine"),
     "train.lr_min_ratio": (lambda v: 0 <= v <= 1, "0 <= ratio <= 1"),
     "train.steps": (lambda v: v >= 1, ">= 1"),
@@ -304,6 +318,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str | Callable[[], str]]] = {
     "cluster.rollout_workers": (lambda v: v >= 1, ">= 1"),
     "cluster.reward_workers": (lambda v: v >= 0, ">= 0 (0 = score in the driver)"),
     "cluster.async_rollouts": _one_of_values(0, 1),
+    "cluster.max_staleness": (lambda v: v >= 1, ">= 1"),
     "cluster.cpus_per_learner": (lambda v: v > 0, "null or > 0"),
     "cluster.cpus_per_rollout_worker": (lambda v: v > 0, "null or > 0"),
     "cluster.cpus_per_reward_worker": (lambda v: v > 0, "null or > 0"),

@@ -71,6 +71,10 @@ class RolloutBatch:
     def size(self) -> int:
         return self.response_ids.shape[0]
 
+    def image_inputs(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The model's image inputs (pixel values and what the model family adds) for ``rows``; empty for text."""
+        return {}
+
 
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:

@@ -20,6 +20,7 @@ class Task:
     meta: dict[str, Any] = field(default_factory=dict)
     env: str | None = None  # the environment the task runs in (rlvr.envs; None = single_turn)
     env_options: dict[str, Any] = field(default_factory=dict)  # the environment's options (tools, max_turns, ...)
+    images: tuple = ()  # the prompt's images: file paths or encoded image bytes, in the order the prompt shows them
 
 
 class DataError(UserError):

@@ -112,7 +112,7 @@ def rows_forward(model, batch: RolloutBatch, r: torch.Tensor, cfg: Config, **kwa
         prompt_ids, prompt_mask = prompt_ids[:, first:], prompt_mask[:, first:]
         response_ids, response_mask = response_ids[:, :last], response_mask[:, :last]
     out = policy_forward(model, prompt_ids, prompt_mask, response_ids, response_mask,
-                         temperature=cfg.rollout.temperature, **kwargs)
+                         temperature=cfg.rollout.temperature, **batch.image_inputs(r), **kwargs)
     if response_ids.shape[1] < width:
         pad = lambda x: None if x is None else torch.nn.functional.pad(x, (0, width - x.shape[1]))  # noqa: E731
         out = PolicyOutput(pad(out.logp), pad(out.entropy), pad(out.values))
