@@ -53,6 +53,22 @@ def test_reasoning_gym_self_check_uses_the_tagged_completion():
     assert stats["reference_length"]["chars"]["p100"] == max(len(t.reference["entry"]["answer"]) for t in tasks)
 
 
+@pytest.mark.parametrize("spec,verifier", [
+    ("arithmetic:chain:n=12,seed=3", "chain_answer"),     # the answer is read after the worked solution's last "#"
+    ("arithmetic:train", "exact"),
+])
+def test_generated_tasks_pass_their_own_self_check(spec, verifier):
+    tasks = load_tasks(spec)[:12]
+    assert data_stats(tasks, self_check=12)["verifiers"][verifier]["reference_passes"] == {"checked": 12, "passed": 12}
+
+
+def test_a_solution_that_states_another_answer_fails_the_self_check(tmp_path):
+    rows = [{"prompt": "1+2+3", "reference": "6", "verifier": "chain_answer", "solution": "1+2=3\n3+3=6\n#6"},
+            {"prompt": "1+2+4", "reference": "7", "verifier": "chain_answer", "solution": "1+2=3\n3+4=8\n#8"}]
+    stats = data_stats(load_tasks(write(tmp_path / "c.jsonl", rows)))
+    assert stats["verifiers"]["chain_answer"]["reference_passes"] == {"checked": 2, "passed": 1}
+
+
 def test_cli_prints_and_writes_json(tmp_path, capsys):
     train = write(tmp_path / "t.jsonl", [{"prompt": "a", "reference": "1"}, {"prompt": "b", "reference": "2"}])
     assert main(["data", "stats", train, "--eval", train, "--json", str(tmp_path / "s.json")]) == 0

@@ -73,20 +73,24 @@ def _coverage(tasks: list[Task], default_verifier: str, self_check: int, seed: i
         if registered and self_check and name not in NO_SELF_CHECK:
             mine = [t for t in tasks if (t.verifier or default_verifier) == name]
             sample = rng.sample(mine, min(self_check, len(mine)))
-            passed = sum(verify(name, _as_response(t, name), t.reference, **t.verifier_options).score >= 1.0 for t in sample)
+            passed = sum(any(verify(name, response, t.reference, **t.verifier_options).score >= 1.0
+                             for response in _correct_responses(t, name)) for t in sample)
             entry["reference_passes"] = {"checked": len(sample), "passed": passed}
         out[name] = entry
     return out
 
 
-def _as_response(task: Task, verifier: str) -> str:
-    """What a correct response would say: the row's completion, else its reference (boxed for "math", whose
-    extraction reads a bare LaTeX answer by its last number)."""
+def _correct_responses(task: Task, verifier: str) -> list[str]:
+    """What a correct response would say: the row's completion when it has one; else its worked solution (a chain
+    task's verifier reads the answer after the solution's last ``#``) and its reference (boxed for "math", whose
+    extraction reads a bare LaTeX answer by its last number). The self-check passes when any of them is accepted."""
     completion = task.meta.get("completion")
     if isinstance(completion, str):
-        return completion
+        return [completion]
     text = reference_text(task.reference)
-    return f"\\boxed{{{text}}}" if verifier == "math" else text
+    solution = task.meta.get("solution")
+    return ([solution] if isinstance(solution, str) and solution.strip() else []) + \
+        [f"\\boxed{{{text}}}" if verifier == "math" else text]
 
 
 def data_stats(
