@@ -1,5 +1,7 @@
 """Recipes: every named preset runs, the headline ones learn, and config-time errors list the known names."""
 
+import json
+
 import pytest
 import torch
 import yaml
@@ -14,7 +16,19 @@ from conftest import assert_reward_went_up, one_digit_rl_config
 
 ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens",
        "ghpo", "guide", "luffy", "rl_plus", "pure", "prime", "prof", "dars",
-       "clip_cov", "kl_cov", "lp_reg", "dcpo", "ace", "sapo", "ead", "rlcr", "opd"]
+       "clip_cov", "kl_cov", "lp_reg", "dcpo", "ace", "sapo", "ead", "rlcr", "opd", "rise", "critique_rl"]
+# recipes whose policy also rates its own answers: their default verification prompt is about 330 tokens
+VERIFYING = {"rise", "critique_rl"}
+
+
+@pytest.fixture(scope="module")
+def long_tiny_model_dir(tmp_path_factory):
+    """The tests' tiny model with 512 positions, room for a verification prompt that holds a question and an answer."""
+    from conftest import SMALL
+    from rlvr.models.tiny import TinySpec, save_tiny_model
+
+    spec = TinySpec(SMALL.hidden_size, SMALL.num_layers, SMALL.num_heads, SMALL.intermediate_size, max_positions=512)
+    return save_tiny_model(tmp_path_factory.mktemp("tiny512") / "model", spec, seed=0)
 
 
 def test_every_recipe_the_issue_names_exists():
@@ -22,9 +36,10 @@ def test_every_recipe_the_issue_names_exists():
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_recipe_runs_three_steps_of_the_example_config(name, tiny_model_dir, tmp_path):
+def test_recipe_runs_three_steps_of_the_example_config(name, request, tmp_path):
+    model_dir = request.getfixturevalue("long_tiny_model_dir" if name in VERIFYING else "tiny_model_dir")
     cfg = load_config("examples/arithmetic.yaml", [
-        f"algo.recipe={name}", f"model.path={tiny_model_dir}", f"train.out={tmp_path}", "train.steps=3",
+        f"algo.recipe={name}", f"model.path={model_dir}", f"train.out={tmp_path}", "train.steps=3",
         "data.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=5", "train.progress=false",
     ])
     with open("examples/arithmetic.yaml") as f:
@@ -36,6 +51,27 @@ def test_recipe_runs_three_steps_of_the_example_config(name, tiny_model_dir, tmp
     rows = read_metrics(train(cfg))
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
+
+
+@pytest.mark.parametrize("name, per_step, opening", [("rise", 4, "Rate the response"), ("critique_rl", 8, "Judge whether")])
+def test_verification_recipes_train_three_steps_from_the_command_line(name, per_step, opening, long_tiny_model_dir,
+                                                                      tmp_path):
+    """The recipe alone turns on self-verification with its paper's scheme and default (boxed) template; every step
+    logs the verification metrics, and the verification rows are in the batch beside the answers."""
+    out = tmp_path / "run"
+    assert main(["train", "examples/arithmetic.yaml", f"algo.recipe={name}", f"model.path={long_tiny_model_dir}",
+                 f"train.out={out}", "train.steps=3", "data.prompts_per_step=8", "rollout.group_size=2",
+                 "rollout.max_new_tokens=5", "train.progress=false", "train.log_samples=64"]) == 0
+    rows = read_metrics(out)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for row in rows:
+        assert row["verify/rows"] == row["rows/verification"] == per_step * 2
+        assert row["rows/on_policy"] == 8 * 2
+        assert 0.0 <= row["verify/accuracy"] <= 1.0 and torch.isfinite(torch.tensor(row["loss"]))
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    rated = [s for s in samples if s["task_id"].endswith("/verify")]
+    assert rated and all(s["prompt"].startswith(opening) for s in rated)
+    assert {s["reason"] for s in rated} <= {"rating_match", "rating_mismatch", "no_rating"}
 
 
 def test_explicit_keys_override_the_recipe():

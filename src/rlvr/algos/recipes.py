@@ -150,6 +150,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _recipe("opd", "Lu et al., 2025, On-Policy Distillation (Thinking Machines); Agarwal et al., 2024, On-Policy Distillation of Language Models (arXiv:2306.13649)",
             "per-token reward -(log pi_student(y_t) - log pi_teacher(y_t)) x algo.teacher_coef (1.0) on the student's sampled tokens, the teacher (algo.teacher, a model folder with the student's tokenizer) scoring them in a no-grad forward; advantage A_t = that reward, discount 0, plus outcome_coef (0: pure distillation) x the group-centred verifier reward; importance-sampling policy gradient with one update per rollout batch, so the PPO ratio is 1 (tinker-cookbook distillation/train_on_policy.py: kl_penalty_coef 1, kl_discount_factor 0, loss importance_sampling, num_substeps 1)",
             advantage="opd", advantage_options={"outcome_coef": 0.0}, teacher_coef=1.0),
+    # models that check: the policy rates its own answers (docs/algorithms.md, "Self-verification")
+    _recipe("rise", "Liu et al., 2025, Trust, But Verify: A Self-Verification Approach to Reinforcement Learning with Verifiable Rewards (arXiv:2505.13445)",
+            "Sec. 3: a share of each step's own answers come back as rating tasks (1 correct / -0.5 wrong / -1 no answer in \\boxed{}), referenced by the outcome verifier's verdict and scored by the same rule, in groups of their own, trained in the one update with the solutions; the released script (xyliu-cs/RISE scripts/train/start_qwen3b_rise_example.sh on verl main_ppo): PPO with a critic model (GAE, gamma = lambda = 1, verl's value clip 0.5), k1 KL in the reward (0.01), critique_batch_size 128 per 1024 prompts (1/8: 4 of the example config's 32 prompts), 1024 prompts in mini-batches of 128: 8 updates",
+            **{"advantage": "gae", "critic": "model", "value_clip": 0.5, "kl_placement": "reward", "kl_kind": "k1",
+               "kl_coef": 0.01, "mini_batches": 8, "self_verify_per_step": 4, "self_verify_mode": "rise"}),
+    _recipe("critique_rl", "Xi et al., 2025, Critique-RL: Training Language Models for Critiquing through Two-Stage Reinforcement Learning (arXiv:2510.24320)",
+            "Stage I: the discriminability reward r_dis = 1(the critic's judgement = the oracle's correctness), paid +1 / -1 (WooooDyy/Critique-RL RL/Critique-RL/reward/reward_func.py), here with the policy as its own critic on 8 of its answers per step; the released stage-I script (examples/step2-Critique-RL-stage1.sh on OpenRLHF): RLOO advantages over 4 samples, k1 KL in the reward (init_kl_coef 0.01), PPO clip 0.2 with a token mean, rollout batch 64 prompts x 4 samples = 256 rows in train batches of 64: 4 mini-batches, 2 epochs (max_epochs 2); stage II (the refinement reward) is not built",
+            **{"advantage": "rloo", "kl_placement": "reward", "kl_kind": "k1", "kl_coef": 0.01, "ppo_epochs": 2,
+               "mini_batches": 4, "self_verify_per_step": 8, "self_verify_mode": "critique"}),
 ]}
 
 
