@@ -8,6 +8,7 @@ A spec is one source, or a mixture of sources with weights joined by ";":
     arithmetic:train:digits=2           the built-in arithmetic generator (arithmetic.py)
     judgement:arithmetic:train:n=2000   judgement tasks for training a judge, built from a base spec (judgement.py)
     steps:arithmetic:chain:n=500        step-labelling tasks for a process reward model (steps.py)
+    vision:count:n=2000,seed=0          generated image tasks: count, classify, ground (vision.py)
     reasoning_gym:chain_sum,leg_counting:size=500,seed=1     reasoning-gym generators (reasoning_gym.py)
     gsm8k:gsm8k.parquet@3; reasoning_gym:chain_sum@1          a mixture: each batch slot picks a source
                                                               with probability proportional to its weight
@@ -58,6 +59,8 @@ def part_label(source: str) -> str:
         from rlvr.tasks.judgement import split_options
 
         return "steps:" + part_label(split_options(source, "steps", ())[0])
+    if head == "vision" and sep:
+        return "vision:" + rest.split(":", 1)[0]
     if head in GENERATORS:
         return head
     from rlvr.tasks.presets import PRESETS
@@ -78,6 +81,10 @@ def load_source(source: str, fmt: RowFormat = RowFormat()) -> list[Task]:
         from rlvr.tasks import steps
 
         return [dress(task, fmt, head) for task in steps.from_spec(source)]
+    if head == "vision" and sep:
+        from rlvr.tasks import vision
+
+        return [dress(task, fmt, part_label(source)) for task in vision.from_spec(source)]
     if head == "reasoning_gym" and sep:
         from rlvr.tasks.reasoning_gym import load_reasoning_gym
 

@@ -28,6 +28,21 @@ many boxes, so every unmatched prediction counts against the score, exactly as e
 gold box and one prediction the score is plainly their IoU (or IoU >= t). Greedy matching is the usual detection-eval
 choice; it is not always the optimal assignment, but it is deterministic (ties go to the earlier box) and cheap.
 
+Box-size constraint (GUI-G1, Zhou et al., 2025, "GUI-G1: Understanding R1-Zero-Like Training for Visual Grounding
+in GUI Agents", arXiv 2505.15810, Sec. 4.2): an IoU reward can be raised by inflating the box, since a box that
+covers the gold box scores the area ratio whatever else it covers (the whole-image box always scores
+gold area / image area > 0), and a hit reward (centre inside the gold box) by shrinking it. Two options act on it:
+
+    box_constraint=True (or a factor f > 1, True = 2):  a predicted box whose width or height is more than f times,
+        or less than 1/f times, its matched gold box's scores 0 for that pair (details["size_violations"]).
+        A hard gate on size: the whole-image box earns nothing however much of the gold box it covers.
+    box_weight=beta with image_size=[W, H]:  GUI-G1's own size term R_box, the harmonic mean of
+        1 - |x1 - x1*| / W, 1 - |y1 - y1*| / H, 1 - |x2 - x2*| / W, 1 - |y2 - y2*| / H (clipped at 0; their released
+        ``box_reward``), is blended into each matched pair's score: (IoU + beta * R_box) / (1 + beta), so an exact box
+        still scores 1. GUI-G1 adds it to the hit and IoU rewards (R_hit + 0.25 R_IoU + 0.125 R_box in the released
+        recipe, i.e. beta = 0.5 relative to IoU); it rewards boxes whose corners sit near the gold ones but does not
+        by itself zero an oversized box (the whole 32x32 image against the one-cell box [8, 8, 16, 16] has R_box 0.6).
+
 Status: "correct" (score 1), "partial" (0 < score < 1), "incorrect" (0); reasons "boxes_match", "boxes_partial",
 "boxes_miss"; "too_many_boxes" (incorrect) past ``max_boxes`` valid predictions; "bad_reference"/"bad_option"/
 "bad_response" are status "error". ``extracted`` is the valid predicted boxes as a JSON list.
@@ -137,6 +152,44 @@ def _reference_boxes(reference: Any) -> list[Box] | str:
     return boxes
 
 
+def within_size(pred: Box, gold: Box, factor: float) -> bool:
+    """True when the predicted box's width and height are each within ``factor`` times the gold box's (and at
+    least 1/factor times): the size gate of ``box_constraint``."""
+    for p, g in ((pred[2] - pred[0], gold[2] - gold[0]), (pred[3] - pred[1], gold[3] - gold[1])):
+        if p > factor * g or p * factor < g:
+            return False
+    return True
+
+
+def box_size_reward(pred: Box, gold: Box, size: tuple[float, float]) -> float:
+    """GUI-G1's R_box (arXiv 2505.15810, Sec. 4.2): the harmonic mean of each corner coordinate's closeness
+    1 - |pred - gold| / image side, clipped to [0, 1]; 0 when any coordinate is a whole image side away."""
+    width, height = size
+    sides = (width, height, width, height)
+    closeness = [max(0.0, 1.0 - abs(p - g) / side) for p, g, side in zip(pred, gold, sides)]
+    if min(closeness) <= 0:
+        return 0.0
+    return len(closeness) / sum(1.0 / c for c in closeness)
+
+
+def _size_factor(option: Any) -> float | None:
+    """The size-gate factor of ``box_constraint`` (0 = off), None when the option is unusable."""
+    if option is False or option is None:
+        return 0.0
+    if option is True:
+        return 2.0
+    if isinstance(option, numbers.Real) and math.isfinite(option) and option > 1:
+        return float(option)
+    return None
+
+
+def _image_size(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
 def _show(box: Box) -> list[float | int]:
     return [int(v) if v.is_integer() and abs(v) < 2**53 else v for v in box]
 
@@ -152,6 +205,9 @@ def grounding(
     *,
     threshold: float | None = None,
     max_boxes: int = 100,
+    box_constraint: bool | float = False,
+    box_weight: float = 0.0,
+    image_size: Any = None,
     timeout_s: float | None = None,  # the runner's budget; the work here is bounded by max_boxes
 ) -> Verdict:
     """IoU reward between the predicted boxes and the gold boxes (see the module docstring)."""
@@ -164,6 +220,14 @@ def grounding(
         return _error("bad_option", f"threshold must be None or a number in (0, 1], got {threshold!r}")
     if isinstance(max_boxes, bool) or not isinstance(max_boxes, int) or max_boxes < 1:
         return _error("bad_option", f"max_boxes must be an int >= 1, got {max_boxes!r}")
+    size_factor = _size_factor(box_constraint)
+    if size_factor is None:
+        return _error("bad_option", f"box_constraint must be true/false or a factor > 1, got {box_constraint!r}")
+    if isinstance(box_weight, bool) or not isinstance(box_weight, numbers.Real) or not 0 <= box_weight < math.inf:
+        return _error("bad_option", f"box_weight must be a number >= 0, got {box_weight!r}")
+    size = _image_size(image_size)
+    if box_weight and size is None:
+        return _error("bad_option", f"box_weight needs image_size=[width, height] (positive), got {image_size!r}")
     if not isinstance(response, str):
         return _error("bad_response", f"response is {type(response).__name__}, expected str")
 
@@ -193,6 +257,14 @@ def grounding(
 
     matches = greedy_match(valid, gold)
     details["matches"] = [{"pred": i, "gold": j, "iou": round(v, 6)} for i, j, v in matches]
+    if size_factor > 0:
+        kept = [(i, j, v) for i, j, v in matches if within_size(valid[i], gold[j], size_factor)]
+        details["size_violations"] = len(matches) - len(kept)
+        matches = kept
+    if box_weight:
+        matches = [(i, j, (v + box_weight * box_size_reward(valid[i], gold[j], size)) / (1 + box_weight))
+                   for i, j, v in matches]
+        details["box_weight"] = box_weight
     denominator = max(len(valid), len(gold))
     if threshold is None:
         score = sum(v for _, _, v in matches) / denominator
