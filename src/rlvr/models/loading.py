@@ -1,7 +1,8 @@
-"""Load any Hugging Face causal LM folder with its tokenizer."""
+"""Load any Hugging Face causal LM folder with its tokenizer, or vision-language model folder with its processor."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -46,7 +47,15 @@ def load_tokenizer(path: str | Path):
         raise UserError(f"model.path: {folder} has no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); "
                         "save the tokenizer beside the model (tokenizer.save_pretrained(folder))")
     hf_logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    vlm = _vlm_model_type(folder)
+    if vlm is not None:
+        from rlvr.models.multimodal import attach_processor, load_processor
+
+        processor = load_processor(folder, vlm)  # a LoRA checkpoint saves its processor beside the adapter
+        tokenizer = processor.tokenizer
+        attach_processor(tokenizer, processor)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
     if len(tokenizer) == 0:
         raise UserError(f"model.path: {folder}: the tokenizer loaded with an empty vocabulary")
     if tokenizer.pad_token_id is None:
@@ -54,9 +63,29 @@ def load_tokenizer(path: str | Path):
     return tokenizer
 
 
+def _vlm_model_type(folder: Path) -> str | None:
+    """The model_type of a vision-language model folder (config.json with a vision_config), else None."""
+    from rlvr.models.multimodal import is_vlm_config
+
+    from rlvr.models.lora import adapter_base_path, is_adapter_folder
+
+    if not (folder / "config.json").is_file() and is_adapter_folder(folder):
+        try:
+            return _vlm_model_type(Path(adapter_base_path(folder)))
+        except Exception:  # noqa: BLE001 - an adapter whose base cannot be found is reported where it is loaded
+            return None
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return str(config.get("model_type", "")) if isinstance(config, dict) and is_vlm_config(config) else None
+
+
 def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"):
     """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
-    checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied."""
+    checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied. A
+    vision-language model (config.json with a vision_config) loads with AutoModelForImageTextToText; its tokenizer
+    is its processor's, with the processor attached (rlvr.models.multimodal.processor_of)."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
@@ -68,7 +97,12 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"model.path: {folder} has no config.json (expected a Hugging Face model folder)")
     tokenizer = load_tokenizer(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype])
+    if _vlm_model_type(folder) is not None:
+        from transformers import AutoModelForImageTextToText
+
+        model = AutoModelForImageTextToText.from_pretrained(folder, dtype=DTYPES[dtype])
+    else:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype])
     model.to(resolve_device(device))
     return model, tokenizer
 

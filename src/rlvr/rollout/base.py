@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from rlvr.models.multimodal import merge_image_inputs
+
 if TYPE_CHECKING:
     from rlvr.rollout.temperature import TemperatureSchedule
 
@@ -44,6 +46,11 @@ class RolloutBatch:
     are trained on (Guide: the hinted prompt; the old policy's log-probs are taken in this context);
     step_rewards [N, T] and step_end [N, T] are process rewards placed on the last token of each step
     (rlvr.rewards.process).
+
+    Images (vision-language models): ``prompt_images`` holds the image inputs of each distinct prompt ONCE (a dict of
+    the processor's tensors, e.g. ``pixel_values``; {} for a text prompt) and ``image_index`` [N] says which entry
+    each row's prompt has (-1: none), so the n rows of a group share one copy; ``image_inputs(rows)`` gathers them
+    for a forward pass over those rows.
     """
 
     prompt_ids: torch.Tensor
@@ -60,6 +67,8 @@ class RolloutBatch:
     behaviour_prompt_mask: torch.Tensor | None = None
     step_rewards: torch.Tensor | None = None  # [N, T] float, each step's reward on its last token
     step_end: torch.Tensor | None = None  # [N, T] bool, the last token of each step
+    prompt_images: list[dict[str, torch.Tensor]] | None = None  # image inputs per distinct prompt (see above)
+    image_index: torch.Tensor | None = None  # [N] long, each row's entry of prompt_images (-1: no images)
 
     def __post_init__(self) -> None:
         if self.loss_mask is None:
@@ -73,7 +82,10 @@ class RolloutBatch:
 
     def image_inputs(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """The model's image inputs (pixel values and what the model family adds) for ``rows``; empty for text."""
-        return {}
+        if self.prompt_images is None or self.image_index is None:
+            return {}
+        entries = self.image_index[rows].tolist()
+        return merge_image_inputs([self.prompt_images[i] if i >= 0 else {} for i in entries])
 
 
 class RolloutEngine(Protocol):
@@ -109,6 +121,21 @@ def _optional_rows(batches: list[RolloutBatch], name: str, width: int, value) ->
                       else torch.full((b.size, width), value, dtype=like.dtype, device=like.device) for b in batches])
 
 
+def _joined_images(batches: list[RolloutBatch]) -> tuple[list | None, torch.Tensor | None]:
+    """The joined batches' per-prompt image inputs and row index (entries renumbered); None if none has images."""
+    if all(b.prompt_images is None for b in batches):
+        return None, None
+    images, index = [], []
+    for b in batches:
+        if b.prompt_images is None:
+            index.append(torch.full((b.size,), -1, dtype=torch.long, device=b.response_ids.device))
+            continue
+        own = b.image_index
+        index.append(torch.where(own >= 0, own + len(images), own))
+        images.extend(b.prompt_images)
+    return images, torch.cat(index)
+
+
 def concat_batches(batches: list[RolloutBatch], pad_id: int, *, keep_groups: bool = False) -> RolloutBatch:
     """One batch from several (e.g. the generation rounds of dynamic sampling); group ids stay distinct, or with
     ``keep_groups`` stay as they are (rows that join existing groups, such as extra rollouts or expert traces)."""
@@ -120,6 +147,7 @@ def concat_batches(batches: list[RolloutBatch], pad_id: int, *, keep_groups: boo
     for b in batches:
         groups.append(b.group_index if keep_groups else b.group_index + offset)
         offset += int(b.group_index.max()) + 1 if b.size else 0
+    images, image_index = _joined_images(batches)
     behaviour = None
     if any(b.behaviour_prompt_ids is not None for b in batches):
         behaviour_width = max(_behaviour_prompts(b)[0].shape[1] for b in batches)
@@ -141,6 +169,8 @@ def concat_batches(batches: list[RolloutBatch], pad_id: int, *, keep_groups: boo
         behaviour_prompt_mask=behaviour[1] if behaviour else None,
         step_rewards=_optional_rows(batches, "step_rewards", width, 0.0),
         step_end=_optional_rows(batches, "step_end", width, False),
+        prompt_images=images,
+        image_index=image_index,
     )
 
 
@@ -167,7 +197,19 @@ def select_rows(batch: RolloutBatch, rows: torch.Tensor) -> RolloutBatch:
         if batch.behaviour_prompt_ids is not None else None,
         step_rewards=batch.step_rewards[rows, :width] if batch.step_rewards is not None else None,
         step_end=batch.step_end[rows, :width] if batch.step_end is not None else None,
+        **_selected_images(batch, rows),
     )
+
+
+def _selected_images(batch: RolloutBatch, rows: torch.Tensor) -> dict:
+    """prompt_images / image_index of the sub-batch ``rows``: only the entries its rows use, renumbered."""
+    if batch.prompt_images is None or batch.image_index is None:
+        return {}
+    own = batch.image_index[rows]
+    used = sorted({int(i) for i in own.tolist() if i >= 0})
+    renumber = {old: new for new, old in enumerate(used)}
+    index = torch.tensor([renumber.get(int(i), -1) for i in own.tolist()], dtype=torch.long, device=own.device)
+    return {"prompt_images": [batch.prompt_images[i] for i in used], "image_index": index}
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,6 +7,11 @@ the batch, so the cost of a step follows the live responses, not the longest one
 With ``SamplingParams.temperature_schedule`` (EAD, rlvr.rollout.temperature) position t is sampled at
 ``temperature * tau_t`` and its log-prob and entropy are those of that distribution: the behaviour policy, which then
 differs from the trainer's (a run must take its old log-probs from its own forward and correct with TIS).
+
+Vision-language models: ``generate(prompts, params, images=...)`` takes each prompt's image inputs (a dict of the
+processor's tensors, rlvr.models.prompts.encode_multimodal; {} or None for a text prompt). They are passed on the
+prefill call only (the KV cache holds the image tokens' states afterwards), each distinct (prompt, image) is
+prefilled once and its cache copied to its n samples, and positions are the model's own (Qwen2-VL's 3-D M-RoPE).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.models.loading import check_context
+from rlvr.models.multimodal import decode_positions, merge_image_inputs, model_positions, next_positions
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.llama_decoder import LlamaDecoder
 
@@ -62,11 +68,20 @@ class HFEngine:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 images: list[dict[str, torch.Tensor] | None] | None = None) -> RolloutBatch:
         check_context(self.model, max((len(p) for p in prompts), default=0), params.max_new_tokens)
+        if images is not None and len(images) != len(prompts):
+            raise ValueError(f"{len(images)} image entries for {len(prompts)} prompts")
+        per_prompt = [{k: v.to(self.device) for k, v in (e or {}).items()} for e in images] if images else None
+        if per_prompt is not None and not any(per_prompt):
+            per_prompt = None
         expanded = [p for p in prompts for _ in range(params.n)]
+        expanded_images = [e for e in per_prompt for _ in range(params.n)] if per_prompt else None
         chunk = self.batch_size or len(expanded)
-        parts = [self._generate_chunk(expanded[i:i + chunk], params) for i in range(0, len(expanded), chunk)]
+        parts = [self._generate_chunk(expanded[i:i + chunk], params,
+                                      expanded_images[i:i + chunk] if expanded_images else None)
+                 for i in range(0, len(expanded), chunk)]
         prompt_ids, prompt_mask = left_pad(expanded, self.pad_id, self.device)
         width = max(p[0].shape[1] for p in parts)
 
@@ -76,19 +91,46 @@ class HFEngine:
         response_ids, response_mask, logprobs, entropy = cat(0, self.pad_id), cat(1, 0), cat(2, 0.0), cat(4, 0.0)
         truncated = torch.cat([p[3] for p in parts])
         group_index = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
-        return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask, logprobs, truncated, group_index,
-                            entropy)
+        batch = RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask, logprobs, truncated, group_index,
+                             entropy)
+        if per_prompt is not None:
+            batch.prompt_images = per_prompt
+            has = torch.tensor([bool(e) for e in per_prompt], device=self.device)
+            batch.image_index = torch.where(has, torch.arange(len(prompts), device=self.device), -1
+                                            ).repeat_interleave(params.n)
+        return batch
+
+    def _prefill_with_images(self, ids, attn, positions, images: list[dict[str, torch.Tensor]]):
+        """The cache and last logits of a prefill with image inputs, each distinct (prompt, image) computed once."""
+        first: dict[tuple, int] = {}
+        keys = [(tuple(row.tolist()), id(image)) for row, image in zip(ids, images)]
+        expand = torch.tensor([first.setdefault(key, len(first)) for key in keys], device=ids.device)
+        unique_rows = torch.zeros(len(first), dtype=torch.long, device=ids.device)
+        unique_rows[expand] = torch.arange(len(keys), device=ids.device)
+        rows = unique_rows.tolist()
+        out = self.model(input_ids=ids[unique_rows], attention_mask=attn[unique_rows],
+                         position_ids=positions[..., unique_rows, :], use_cache=True, logits_to_keep=1,
+                         **merge_image_inputs([images[r] for r in rows]))
+        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        if len(first) < len(keys):
+            cache.batch_select_indices(expand)
+            logits = logits[expand]
+        return cache, logits
 
     @torch.inference_mode()
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams):
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams,
+                        images: list[dict[str, torch.Tensor]] | None = None):
         model, device = self.model, self.device
         was_training = model.training
         model.eval()
         ids, attn = left_pad(prompts, self.pad_id, device)
         n = ids.shape[0]
         eos = self.eos_ids.to(device)
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        if self.fast and LlamaDecoder.supports(model, reach=ids.shape[1] + params.max_new_tokens):
+        positions = model_positions(model, ids, attn, merge_image_inputs(images or []))
+        if images is not None:
+            decoder = None
+            cache, logits = self._prefill_with_images(ids, attn, positions, images)
+        elif self.fast and LlamaDecoder.supports(model, reach=ids.shape[1] + params.max_new_tokens):
             # the n samples of a prompt share its prefix: run each distinct prompt once, then copy its cache
             first: dict[tuple[int, ...], int] = {}
             expand = torch.tensor([first.setdefault(tuple(p), len(first)) for p in prompts], device=device)
@@ -104,7 +146,7 @@ class HFEngine:
             decoder = None
             out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=True, logits_to_keep=1)
             cache, logits = out.past_key_values, out.logits[:, -1, :].float()
-        next_pos = positions[:, -1] + 1
+        next_pos = next_positions(positions)
 
         tokens = torch.full((n, params.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         logprobs = torch.zeros((n, params.max_new_tokens), dtype=torch.float32, device=device)
@@ -150,7 +192,7 @@ class HFEngine:
                 out = model(
                     input_ids=choice.unsqueeze(-1),
                     attention_mask=attn,
-                    position_ids=next_pos.unsqueeze(-1),
+                    position_ids=decode_positions(model, next_pos),
                     past_key_values=cache,
                     use_cache=True,
                 )

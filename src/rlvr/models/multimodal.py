@@ -1,0 +1,161 @@
+"""Vision-language models: their processors, images as files or bytes, image inputs and model-owned positions.
+
+A VLM folder (a ``config.json`` with a ``vision_config``) loads with ``AutoModelForImageTextToText`` and its
+processor; the tokenizer rlvr passes around is ``processor.tokenizer`` with the processor attached
+(``attach_processor`` / ``processor_of``), so every place that encodes prompts finds it without a new argument.
+
+Image inputs are the processor's tensors other than the token ids (``pixel_values``, and what the family adds, e.g.
+Qwen2-VL's ``image_grid_thw``): one dict per prompt, stacked along their first dimension for a batch of rows
+(``merge_image_inputs``), since every supported family concatenates its images in the order their tokens appear.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import Qwen2VLProcessor
+from transformers.processing_utils import ProcessorMixin
+
+from rlvr.errors import UserError
+
+_PROCESSOR_ATTR = "_rlvr_processor"
+
+
+class Qwen2VLImageTextProcessor(Qwen2VLProcessor):
+    """Qwen2-VL's processor for images and text only. The library's own also needs a video processor, which cannot
+    be built without torchvision; images are processed exactly the same way (same class, same ``__call__``)."""
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+        self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+
+# model_type -> processor class used when AutoProcessor cannot build the folder's processor in this environment
+IMAGE_ONLY_PROCESSORS: dict[str, type] = {"qwen2_vl": Qwen2VLImageTextProcessor}
+
+
+def is_vlm_config(config: Any) -> bool:
+    """Whether a model config (object or config.json dict) describes a vision-language model."""
+    value = config.get("vision_config") if isinstance(config, dict) else getattr(config, "vision_config", None)
+    return value is not None
+
+
+def base_model(model):
+    """The model under a PEFT wrapper (or the model itself)."""
+    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
+        return model.get_base_model()
+    return model
+
+
+def is_vlm(model) -> bool:
+    return is_vlm_config(getattr(base_model(model), "config", None))
+
+
+def attach_processor(tokenizer, processor) -> None:
+    """Remember ``processor`` on its tokenizer, where prompt encoding looks for it (``processor_of``)."""
+    setattr(tokenizer, _PROCESSOR_ATTR, processor)
+
+
+def processor_of(tokenizer):
+    """The processor attached to ``tokenizer`` (a VLM's), or None for a text model's tokenizer."""
+    return getattr(tokenizer, _PROCESSOR_ATTR, None) if tokenizer is not None else None
+
+
+def load_processor(folder: str | Path, model_type: str):
+    """The processor saved in a VLM folder: ``AutoProcessor``'s, or where it cannot be built here (a family whose
+    processor wants torchvision) the family's image-only processor (``IMAGE_ONLY_PROCESSORS``)."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(folder)
+    except Exception as error:  # noqa: BLE001 - transformers raises many kinds here; a fallback or a clear error
+        fallback = IMAGE_ONLY_PROCESSORS.get(model_type)
+        if fallback is None:
+            raise UserError(f"model.path: {folder}: cannot load the processor of this {model_type} model "
+                            f"({type(error).__name__}: {error}); save it with processor.save_pretrained(folder)") from error
+        return fallback.from_pretrained(folder)
+
+
+def open_image(image, *, where: str = ""):
+    """A PIL RGB image from a file path or encoded bytes (or a PIL image as is); an unreadable one is a one-line
+    UserError naming ``where`` (e.g. ``data.jsonl:3``) and the image."""
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(image, Image.Image):
+        return image.convert("RGB")
+    label = f"{len(image)} bytes" if isinstance(image, (bytes, bytearray)) else str(image)
+    prefix = f"{where}: " if where else ""
+    try:
+        source = io.BytesIO(image) if isinstance(image, (bytes, bytearray)) else Path(image)
+        with Image.open(source) as opened:
+            return opened.convert("RGB")
+    except FileNotFoundError:
+        raise UserError(f"{prefix}image {label} does not exist") from None
+    except (UnidentifiedImageError, OSError, ValueError, TypeError) as error:
+        raise UserError(f"{prefix}image {label} is not a readable image ({type(error).__name__}: {error})") from None
+
+
+def merge_image_inputs(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """One batch's image inputs from per-row dicts (in row order; rows without images give {})."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+
+def token_types(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """Each token's modality, as M-RoPE models want it: 0 text, 1 image, 2 video (from the config's token ids)."""
+    config = base_model(model).config
+    types = torch.zeros_like(input_ids, dtype=torch.int)
+    for code, key in ((1, "image_token_id"), (2, "video_token_id")):
+        token = getattr(config, key, None)
+        if token is not None:
+            types = types.masked_fill(input_ids == token, code)
+    return types
+
+
+def rope_index(model):
+    """The model's own position function (Qwen2-VL family's 3-D M-RoPE ``get_rope_index``), or None."""
+    inner = getattr(base_model(model), "model", None)
+    return getattr(inner, "get_rope_index", None)
+
+
+def model_positions(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    image_inputs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    """Position ids of left-padded sequences: the model's own 3-D positions [3, B, L] for M-RoPE families (text
+    and image tokens placed as the model places them), else ``cumsum(mask) - 1`` [B, L]."""
+    index = rope_index(model)
+    if index is None:
+        return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    image_inputs = image_inputs or {}
+    positions, _ = index(input_ids, token_types(model, input_ids), image_grid_thw=image_inputs.get("image_grid_thw"),
+                         video_grid_thw=image_inputs.get("video_grid_thw"), attention_mask=attention_mask)
+    return positions
+
+
+def next_positions(positions: torch.Tensor) -> torch.Tensor:
+    """[B] the position of the token after each left-padded row's last one, for 2-D or 3-D (M-RoPE) positions."""
+    flat = positions.reshape(-1, positions.shape[-2], positions.shape[-1])
+    return flat[..., -1].amax(0) + 1
+
+
+def decode_positions(model, next_pos: torch.Tensor) -> torch.Tensor:
+    """Position ids of one new token per row: [B, 1], or [3, B, 1] for M-RoPE (a text token's three are equal)."""
+    ids = next_pos.unsqueeze(-1)
+    return ids.unsqueeze(0).expand(3, -1, -1) if rope_index(model) is not None else ids
+
+
+def check_image_inputs(model, input_ids: torch.Tensor, image_inputs: dict[str, torch.Tensor] | None) -> None:
+    """A RuntimeError when the sequences hold image tokens but no image inputs came with them: the model would read
+    the placeholders' embeddings instead of the images (silently wrong log-probs), so no forward may drop them."""
+    config = getattr(base_model(model), "config", None)
+    token = getattr(config, "image_token_id", None) if is_vlm_config(config) else None
+    if token is not None and not image_inputs and bool((input_ids == token).any()):
+        raise RuntimeError("a forward pass over sequences with image tokens got no image inputs (pass the batch's "
+                           "image_inputs(rows) to it)")
