@@ -7,6 +7,8 @@ one machine as on many.
   own copy of the policy; the main learner splits each step's prompts among them and sends them the weights after
   every step (``RolloutPool``). A worker that dies mid-step (its process killed, its node lost) is replaced by a new
   actor with the current weights, which redoes that worker's share with the same seed, so the step completes;
+  with ``cluster.partial_rollouts`` they continue responses in chunks across weight updates instead
+  (``submit_chunks``; rlvr.train.streaming decides what each round advances);
 - ``cluster.reward_workers`` reward worker actors score responses (``RewardPool``, the learner's reward runner);
   0 scores in the main learner.
 
@@ -34,6 +36,7 @@ from rlvr.cluster.weight_transfer import NcclSender
 from rlvr.config import Config
 from rlvr.rollout import SamplingParams, build_engine, logprobs_serve_as_old_policy
 from rlvr.rollout.base import RolloutBatch, concat_batches
+from rlvr.rollout.partial import Piece, continue_rows
 from rlvr.rollout.vllm import engine_ranks
 from rlvr.train.run import prepare_run_dir
 from rlvr.verifiers import default_runner, set_default_runner
@@ -87,6 +90,9 @@ def connect(cfg: Config):
 def run_on_ray(cfg: Config, *, resume: bool = False) -> Path:
     """Train with the layout of cfg.cluster on Ray; returns the run directory."""
     ray = require_ray()
+    from rlvr.train.streaming import check_streaming
+
+    check_streaming(cfg)  # before Ray starts: a combination streaming cannot run is one line
     prepare_run_dir(cfg, resume)
     started = connect(cfg)
     try:
@@ -210,6 +216,12 @@ class RolloutWorker:
             batch = self.engine.generate(prompts, params)
         return _to_cpu(batch)
 
+    def continue_rows(self, prompts: list[list[int]], prefixes: list[list[int]], budgets: list[int],
+                      params: SamplingParams, seed: int) -> list[Piece]:
+        """One chunk of each response under way (rlvr.rollout.partial), with the weights this worker holds now."""
+        torch.manual_seed(seed)
+        return continue_rows(self.engine, prompts, prefixes, budgets, params)
+
 
 def _to_cpu(batch: RolloutBatch) -> RolloutBatch:
     fields = {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in vars(batch).items()}
@@ -236,7 +248,9 @@ class RolloutPool:
         self.state = ray.put(_cpu_state(model))
         self.model, self.sender = model, None
         self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
-        self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote())
+        # responses continued across weight updates (partial rollouts) hold tokens of older weights than the trainer's
+        self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote()) \
+            and not cfg.cluster.partial_rollouts
         self.transfer = ray.get(self.workers[0].weight_transfer_backend.remote())
         if self.transfer and self.device.type != "cuda":
             raise ValueError("rollout.engine_options.weight_sync: 'nccl' broadcasts from the main learner's GPU, but "
@@ -280,6 +294,24 @@ class RolloutPool:
         self.replacements += replaced
         return results
 
+    def submit_chunks(self, prompts: list[list[int]], prefixes: list[list[int]], budgets: list[int],
+                      params: SamplingParams, seed: int):
+        """Submit one round of chunks now (rlvr.train.streaming): each worker a contiguous share of the rows, with a
+        seed drawn from ``seed``; the workers sample with the weights sent before this call. ``gather_chunks`` waits."""
+        n = len(self.workers)
+        bounds = [len(prompts) * i // n for i in range(n + 1)]
+        seeds = torch.randint(0, 2**62, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+        jobs = [(prompts[a:b], prefixes[a:b], budgets[a:b], params, s) if b > a else None
+                for a, b, s in zip(bounds, bounds[1:], seeds)]
+        call = lambda w, job: w.continue_rows.remote(*job)  # noqa: E731
+        return call, jobs, submit_each(self.workers, call, jobs)
+
+    def gather_chunks(self, handle) -> list[Piece]:
+        call, jobs, refs = handle
+        parts, replaced = gather_each(self.ray, self.workers, self._start, call, jobs, refs)
+        self.replacements += replaced
+        return [piece for part in parts if part is not None for piece in part]
+
     def close(self) -> None:
         if self.sender is not None:
             self.sender.close()
@@ -298,9 +330,19 @@ def call_each(ray, actors: list, start: Callable[[], Any], call: Callable[[Any, 
     """``call(actors[i], jobs[i])`` (which submits a remote call) for every job that is not None, results in order.
     An actor that died before or during its call is killed for good, replaced in ``actors`` by ``start()`` and the
     call redone, at most MAX_REPLACEMENTS times per job. Returns the results and the number of replacements."""
+    return gather_each(ray, actors, start, call, jobs, submit_each(actors, call, jobs))
+
+
+def submit_each(actors: list, call: Callable[[Any, Any], Any], jobs: list) -> dict[int, Any]:
+    """Submit ``call(actors[i], jobs[i])`` for every job that is not None; the object refs by job index."""
+    return {i: call(actors[i], job) for i, job in enumerate(jobs) if job is not None}
+
+
+def gather_each(ray, actors: list, start: Callable[[], Any], call: Callable[[Any, Any], Any], jobs: list,
+                refs: dict[int, Any]) -> tuple[list, int]:
+    """The results of submitted calls (``submit_each``) in job order, replacing dead actors as ``call_each`` does."""
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-    refs = {i: call(actors[i], job) for i, job in enumerate(jobs) if job is not None}
     results: list[Any] = [None] * len(jobs)
     replaced = 0
     for i, ref in refs.items():

@@ -8,6 +8,9 @@ old log-probs, and truncated importance sampling (``algo.tis_cap``; Yao et al., 
 sampled. It needs an engine with its own copy of the weights (the Ray backend's rollout workers).
 
 The batch under way at a checkpoint is finished and saved with it, so a resumed run trains on the same batches.
+
+With ``cluster.partial_rollouts=true`` the samples stream instead (rlvr.train.streaming): groups under way across
+steps, responses continued across weight updates, no token staler than ``cluster.max_staleness`` updates.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rlvr.algos import advantages
 from rlvr.envs.tools import take_raised
 from rlvr.rollout.stages import StageContext, run_stages
 from rlvr.train.rollouts import collect_rollouts, greedy_baseline
+from rlvr.train.streaming import StreamingRollouts
 
 
 def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
@@ -45,14 +49,19 @@ def collect_step(run, step: int) -> tuple[Any, dict[str, Any], Any]:
 
 
 class Collector:
-    """``take(step)`` gives the step's samples; with ``asynchronous`` it then starts sampling the next step's."""
+    """``take(step)`` gives the step's samples; with ``asynchronous`` it then starts sampling the next step's. With
+    ``cluster.partial_rollouts`` the main learner's collector streams (rlvr.train.streaming)."""
 
     def __init__(self, run, *, asynchronous: bool):
         self.run, self.asynchronous = run, asynchronous
         self.pending: tuple[int, Future | tuple] | None = None
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="rlvr-collect") if asynchronous else None
+        streams = run.cfg.cluster.partial_rollouts and run.engine is not None  # the main learner holds the engine
+        self.streaming = StreamingRollouts(run) if streams else None
 
     def take(self, step: int) -> tuple[Any, dict[str, Any], Any]:
+        if self.streaming is not None:
+            return self.streaming.take(step)
         settled = self.settle()
         result = settled[1] if settled is not None and settled[0] == step else collect_step(self.run, step)
         self.pending = None
@@ -62,15 +71,23 @@ class Collector:
 
     def settle(self) -> tuple[int, tuple] | None:
         """Wait for the batch under way (before anything else uses the engine, the sampler or the RNG)."""
+        if self.streaming is not None:
+            self.streaming.settle()
+            return None
         if self.pending is not None and isinstance(self.pending[1], Future):
             self.pending = (self.pending[0], self.pending[1].result())
         return self.pending
 
     def state_dict(self) -> dict[str, Any]:
+        if self.streaming is not None:
+            return {"streaming": self.streaming.state_dict()}
         settled = self.settle()
         return {"pending": settled} if settled is not None else {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.streaming is not None:
+            self.streaming.load_state_dict(state.get("streaming", {}))
+            return
         self.pending = state.get("pending")
 
     def close(self) -> None:
