@@ -100,7 +100,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                   env_options=_options(args.env_option, "--env-option"), stop=args.stop or None,
                   engine_options=_options(args.engine_option, "--engine-option"),
                   chat_template_kwargs=_options(args.chat_template_kwarg, "--chat-template-kwarg"),
-                  answer_after=args.answer_after)
+                  answer_after=args.answer_after, self_verify=args.self_verify,
+                  self_verify_template=args.self_verify_template, self_verify_mode=args.self_verify_mode)
+    if (args.self_verify_template is not None or args.self_verify_mode is not None) and not args.self_verify:
+        raise UserError("--self-verify-template and --self-verify-mode need --self-verify")
     if args.baseline and not args.out:
         raise UserError("--baseline needs --out (the per-task files of both models are written beside it)")
     if args.baseline and not Path(args.baseline).is_dir():
@@ -114,6 +117,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     summary = evaluate_model(args.model, args.data, out=args.out, on_plan=show, **common)
     _print_summary(summary)
+    _print_self_verify(summary)
     # the baseline is evaluated exactly as the model was: the same tasks, prompts, verifier and engine
     plan = plans[0]
     common.update(verifier=plan.scoring.verifier, config=plan.config, max_new_tokens=plan.max_new_tokens,
@@ -126,10 +130,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         base = evaluate_model(args.baseline, args.data, out=str(out.with_name(out.stem + ".baseline.json")), **common)
         print(f"baseline {args.baseline}:")
         _print_summary(base)
+        _print_self_verify(base)
         result = compare_runs(base["tasks_file"], summary["tasks_file"], out=out.with_name(out.stem + ".compare.json"),
                               models=(args.baseline, args.model))
         _print_comparison(result)
     return 0
+
+
+def _print_self_verify(summary: dict) -> None:
+    if "self_verify" in summary:
+        from rlvr.eval.self_verify import report_lines
+
+        print("\n".join(report_lines(summary["self_verify"])))
 
 
 def _options(pairs: list[str] | None, flag: str) -> dict | None:
@@ -360,6 +372,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N tasks (0 = all)")
     ev.add_argument("--baseline", help="also evaluate this model folder on the same tasks and compare (needs --out)")
     ev.add_argument("--engine", default=None, help="rollout engine, by registered name (default: the run config's, else hf)")
+    ev.add_argument("--self-verify", action="store_true",
+                    help="the model also rates each of its answers: verification accuracy, per class of answer, and "
+                         "the share of answers it calls correct (summary key self_verify)")
+    ev.add_argument("--self-verify-template", default=None, metavar="TEXT",
+                    help="the verification prompt with {prompt} and {response} (default: the run config's "
+                         "algo.self_verify_template, else the rating in \\boxed{})")
+    ev.add_argument("--self-verify-mode", default=None, choices=["rise", "critique"],
+                    help="rise: rate 1 / -0.5 / -1; critique: correct or wrong (default: the run config's, else rise)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
 

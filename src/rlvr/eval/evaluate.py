@@ -11,6 +11,7 @@ from typing import Any
 
 from rlvr.eval.plan import EvalPlan, plan_eval, run_config_of  # noqa: F401  (run_config_of: public name)
 from rlvr.eval.sampling import sample_tasks
+from rlvr.eval.self_verify import SelfVerifySetup, self_verify_answers, setup_of
 from rlvr.eval.summary import check_ks, evaluate_results, write_summary
 from rlvr.jsonl import write_jsonl
 from rlvr.rollout import RolloutEngine, build_engine
@@ -21,9 +22,11 @@ from rlvr.errors import UserError
 def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scoring, *, samples: int, ks: Sequence[int],
                    temperature: float, max_new_tokens: int, seed: int = 0, out: str | Path | None = None,
                    tasks_out: str | Path | None = None, extra: dict[str, Any] | None = None,
-                   on_chunk=None, prompts: PromptPolicy | None = None) -> dict[str, Any]:
+                   on_chunk=None, prompts: PromptPolicy | None = None,
+                   self_verify: SelfVerifySetup | None = None) -> dict[str, Any]:
     """Sample and score ``samples`` responses per task with ``engine``; the summary (plus ``extra``), written to
-    ``out`` with the per-task rows beside it (or to ``tasks_out``) when given."""
+    ``out`` with the per-task rows beside it (or to ``tasks_out``) when given. With ``self_verify``, the model then
+    rates each of its answers and ``summary["self_verify"]`` holds its verification accuracy (rlvr.eval.self_verify)."""
     results = sample_tasks(engine, tokenizer, tasks, scoring, samples=samples, temperature=temperature,
                            max_new_tokens=max_new_tokens, on_chunk=on_chunk, prompts=prompts)
     verdicts = [v for r in results for v in r.verdicts]
@@ -35,6 +38,11 @@ def evaluate_tasks(engine: RolloutEngine, tokenizer, tasks: list, scoring: Scori
     summary, rows = evaluate_results(results, ks, verifier=scoring.verifier, seed=seed,
                                      verifier_options=scoring.verifier_options)
     summary.update(extra or {})
+    if self_verify is not None:
+        answers = [(r.task, response, verdict) for r in results for response, verdict in zip(r.responses, r.verdicts)]
+        summary["self_verify"] = self_verify_answers(engine, tokenizer, answers, self_verify, scoring,
+                                                     temperature=temperature, max_new_tokens=max_new_tokens,
+                                                     seed=seed, prompts=prompts)
     if out:
         return write_summary(out, summary, rows, tasks_out)
     if tasks_out:
@@ -69,10 +77,15 @@ def evaluate_model(
     chat_template_kwargs: dict | None = None,
     answer_after: str | None = None,
     on_plan: Callable[[EvalPlan], None] | None = None,
+    self_verify: bool = False,
+    self_verify_template: str | None = None,
+    self_verify_mode: str | None = None,
 ) -> dict[str, Any]:
     """Sample ``samples`` responses per task from the model folder, score them, write the summary to ``out`` and
     the per-task rows to ``tasks_out`` (default: beside ``out`` as ``<name>.tasks.jsonl``). Everything not given
-    comes from the model's run config (``config``, else a checkpoint's own; rlvr.eval.plan), as training used it."""
+    comes from the model's run config (``config``, else a checkpoint's own; rlvr.eval.plan), as training used it.
+    ``self_verify``: the model also rates its own answers (template and mode from the flags, else the run config's
+    ``algo.self_verify_*``, else RISE's defaults; rlvr.eval.self_verify)."""
     import torch
 
     from rlvr.models import load_model
@@ -94,6 +107,8 @@ def evaluate_model(
     if plan.engine not in engine_names():
         raise UserError(f"--engine: unknown rollout engine {plan.engine!r}; known: {', '.join(engine_names())}")
     check_engine_available(plan.engine)
+    verify_setup = setup_of(plan.config, template=self_verify_template, mode=self_verify_mode) if self_verify \
+        else None
     if on_plan is not None:
         on_plan(plan)
     model, tokenizer = load_model(model_path)
@@ -111,5 +126,5 @@ def evaluate_model(
                    "verifier_source": plan.config if plan.sources["verifier"] == "config" else
                    ("--verifier" if plan.sources["verifier"] == "command line" else "default"),
                    "config": plan.config, "stop": list(plan.prompts.stop)},
-            on_chunk=lambda n: [bar.advance() for _ in range(n)],
+            on_chunk=lambda n: [bar.advance() for _ in range(n)], self_verify=verify_setup,
         )
