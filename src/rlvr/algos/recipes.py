@@ -159,6 +159,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "Stage I: the discriminability reward r_dis = 1(the critic's judgement = the oracle's correctness), paid +1 / -1 (WooooDyy/Critique-RL RL/Critique-RL/reward/reward_func.py), here with the policy as its own critic on 8 of its answers per step; the released stage-I script (examples/step2-Critique-RL-stage1.sh on OpenRLHF): RLOO advantages over 4 samples, k1 KL in the reward (init_kl_coef 0.01), PPO clip 0.2 with a token mean, rollout batch 64 prompts x 4 samples = 256 rows in train batches of 64: 4 mini-batches, 2 epochs (max_epochs 2); stage II (the refinement reward) is not built",
             **{"advantage": "rloo", "kl_placement": "reward", "kl_kind": "k1", "kl_coef": 0.01, "ppo_epochs": 2,
                "mini_batches": 4, "self_verify_per_step": 8, "self_verify_mode": "critique"}),
+    # models that check: a verifier trained beside the policy (rlvr.train.parts_verifier, docs/algorithms.md)
+    _recipe("tango", "Zha et al., 2025, RL Tango: Reinforcing Generator and Verifier Together for Language Reasoning (arXiv:2505.15034)",
+            "a generative verifier (algo.verifier_model; policy = a copy of the policy's starting folder) trained by RL from an outcome-level verification-correctness reward alone: 4 sampled verdicts per answer, reward 1 when a verdict equals the rule verifier's, GRPO advantages, one on-policy update per step with its own AdamW; the policy's reward is the rule verifier's score plus the verifier's share of yes verdicts (term model_verifier, weight 1); Tango's step-level verdicts are one verdict word here; GRPO and PPO-clip for the policy, one update per rollout batch",
+            **{"verifier_model": "policy", "verifier_objective": "rl",
+               "reward.terms": [{"name": "correct", "verifier": "task"}, {"name": "checker", "verifier": "model_verifier"}]}),
+    _recipe("cooper", "Hong et al., 2025, Cooper: Co-Optimizing Policy and Reward Models in Reinforcement Learning for Large Language Models (arXiv:2508.05613)",
+            "a reference-based reward model (algo.verifier_model; policy = a copy of the policy's starting folder) scoring sigmoid(log P(yes) - log P(no)) and updated each step by the pairwise loss -log sigmoid(s_pos - s_neg) (ZJU-REAL/Cooper recipe/cooper/dp_reward.py update_reward), the positive each prompt's first rule-correct response, the negative here the group's first rule-wrong one (the released code has an assistant LLM rewrite the positive); the policy's reward is the reward model's score (term model_verifier); GRPO and PPO-clip, one update per rollout batch",
+            **{"verifier_model": "policy", "verifier_objective": "contrastive",
+               "reward.terms": [{"name": "checker", "verifier": "model_verifier"}]}),
 ]}
 
 
