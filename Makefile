@@ -20,8 +20,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet -c $(LOCK) -e .
 	touch $@
 
+# OpenEnv (tests/test_envs_packages.py) without its web UI: its gradio pins pillow below the lock's version, and
+# nothing rlvr runs imports gradio; fastmcp is what its server imports.
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps openenv==0.10.0
+	$(BIN)/pip install --quiet -c $(LOCK) fastmcp==3.4.10
 	touch $@
 
 # Rewrite the lock from the current environment (after a deliberate upgrade; then re-measure the README's figures).

@@ -238,3 +238,5 @@ class VerifiersEnv(Environment):
 
 
 register_env("verifiers")(VerifiersEnv)
+
+from rlvr.envs import openenv_adapter  # noqa: E402,F401 - registers the environment "openenv"
