@@ -187,6 +187,22 @@ def contrastive_pairs(labels: Sequence[float | None], groups: Sequence[int], row
     return pairs
 
 
+def yes_log_odds(model: torch.nn.Module, pad_id: int, prompts: list[list[int]], yes_ids: list[int],
+                 no_ids: list[int]) -> torch.Tensor:
+    """s = log P(yes | prompt) - log P(no | prompt) per prompt [N], each verdict word teacher-forced after its prompt
+    (left-padded); with gradient when grad mode is on. Also the held-out readout of either objective's verifier."""
+    from rlvr.rollout.hf import left_pad
+    from rlvr.train.policy import policy_forward
+
+    device = next(model.parameters()).device
+    ids, mask = left_pad(prompts, pad_id, device)
+    out = []
+    for word in (yes_ids, no_ids):
+        response = torch.tensor([word] * len(prompts), dtype=torch.long, device=device)
+        out.append(policy_forward(model, ids, mask, response, torch.ones_like(response)).logp.sum(-1))
+    return verdict_log_odds(*out)
+
+
 @dataclass
 class Judgement:
     """The verifier's reading of a step's answers: ``scores`` [N] in [0, 1] (the term's), ``agree(label)`` per row the
@@ -260,18 +276,8 @@ class PairwiseYes:
 
     def log_odds(self, prompts: list[list[int]]) -> torch.Tensor:
         """s per prompt [N] (with gradient when grad mode is on)."""
-        from rlvr.rollout.hf import left_pad
-        from rlvr.train.policy import policy_forward
-
         v = self.v
-        device = next(v.model.parameters()).device
-        ids, mask = left_pad(prompts, v.tokenizer.pad_token_id, device)
-        out = []
-        for word in (v.yes_ids, v.no_ids):
-            response = torch.tensor([word] * len(prompts), dtype=torch.long, device=device)
-            logp = policy_forward(v.model, ids, mask, response, torch.ones_like(response)).logp
-            out.append(logp.sum(-1))
-        return verdict_log_odds(*out)
+        return yes_log_odds(v.model, v.tokenizer.pad_token_id, prompts, v.yes_ids, v.no_ids)
 
     def judge(self, prompts: list[list[int]], step: int) -> Judgement:
         model = self.v.model
