@@ -73,13 +73,18 @@ def load_processor(folder: str | Path, model_type: str):
     from transformers import AutoProcessor
 
     try:
-        return AutoProcessor.from_pretrained(folder)
+        processor = AutoProcessor.from_pretrained(folder)
+        problem = None if getattr(processor, "image_processor", None) is not None else \
+            f"AutoProcessor gave a {type(processor).__name__}, not a processor with an image processor"
     except Exception as error:  # noqa: BLE001 - transformers raises many kinds here; a fallback or a clear error
-        fallback = IMAGE_ONLY_PROCESSORS.get(model_type)
-        if fallback is None:
-            raise UserError(f"model.path: {folder}: cannot load the processor of this {model_type} model "
-                            f"({type(error).__name__}: {error}); save it with processor.save_pretrained(folder)") from error
-        return fallback.from_pretrained(folder)
+        problem = f"{type(error).__name__}: {error}"
+    if problem is None:
+        return processor
+    fallback = IMAGE_ONLY_PROCESSORS.get(model_type)
+    if fallback is None:
+        raise UserError(f"model.path: {folder}: cannot load the processor of this {model_type} model ({problem}); "
+                        "save it beside the model with processor.save_pretrained(folder)")
+    return fallback.from_pretrained(folder)
 
 
 def open_image(image, *, where: str = ""):
@@ -159,3 +164,33 @@ def check_image_inputs(model, input_ids: torch.Tensor, image_inputs: dict[str, t
     if token is not None and not image_inputs and bool((input_ids == token).any()):
         raise RuntimeError("a forward pass over sequences with image tokens got no image inputs (pass the batch's "
                            "image_inputs(rows) to it)")
+
+
+def placeholder_ids(model) -> list[int]:
+    """The token ids that stand for images or videos in a VLM's input (empty for a text model). The policy never
+    samples them: a response holding one would not match its image inputs (the model's forward refuses a count
+    of image tokens other than its images'), so engines and trainer alike give them probability 0."""
+    config = getattr(base_model(model), "config", None)
+    if not is_vlm_config(config):
+        return []
+    return [t for t in (getattr(config, k, None) for k in ("image_token_id", "video_token_id")) if isinstance(t, int)]
+
+
+def suppress_placeholders(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
+    """``logits`` with the placeholder tokens ``ids`` set to -inf (a copy; unchanged when ``ids`` is empty)."""
+    if not ids:
+        return logits
+    suppressed = logits.clone()
+    suppressed[..., ids] = float("-inf")
+    return suppressed
+
+
+class PlaceholderFreeHead(torch.nn.Module):
+    """An LM head whose logits give the placeholder tokens -inf (for the chunked log-prob path)."""
+
+    def __init__(self, head: torch.nn.Module, ids: list[int]):
+        super().__init__()
+        self.head, self.ids = head, ids
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return suppress_placeholders(self.head(hidden), self.ids)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from rlvr.envs import SINGLE_TURN
-from rlvr.models import encode_prompt
+from rlvr.models import encode_multimodal, encode_prompt, processor_of
 from rlvr.rollout.agent import EpisodeRun, run_episodes
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, concat_batches, select_rows
 from rlvr.tasks import Task
@@ -132,17 +132,44 @@ def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term 
     return score_batch(score_requests(tasks, responses, scoring, term, truncated))
 
 
+def encode_tasks(tokenizer, tasks: list[Task], template_kwargs: dict[str, Any] | None = None
+                 ) -> tuple[list[list[int]], list[dict[str, torch.Tensor]] | None]:
+    """Each task's prompt ids and, where any task has images, each task's image inputs ({} for a text task): the
+    images are encoded by the model's processor (rlvr.models.prompts.encode_multimodal). A task with images for a
+    model without a processor (a text model) is an error naming the task."""
+    if not any(t.images for t in tasks):
+        return [encode_prompt(tokenizer, t.prompt, template_kwargs) for t in tasks], None
+    processor = processor_of(tokenizer)
+    ids, images = [], []
+    for task in tasks:
+        if not task.images:
+            ids.append(encode_prompt(tokenizer, task.prompt, template_kwargs))
+            images.append({})
+            continue
+        if processor is None:
+            from rlvr.errors import UserError
+
+            raise UserError(f"task {task.id} has images but the model is not a vision-language model (its folder has "
+                            "no vision_config and no processor)")
+        prompt_ids, inputs = encode_multimodal(processor, task.prompt, task.images, template_kwargs)
+        ids.append(prompt_ids)
+        images.append(inputs)
+    return ids, images
+
+
 def fit_prompts(prompts: list[list[int]], tasks: list[Task], policy: PromptPolicy) -> tuple[list[list[int]], int]:
-    """Prompts within ``policy.max_tokens`` (see PromptPolicy) and how many were truncated."""
+    """Prompts within ``policy.max_tokens`` (see PromptPolicy) and how many were truncated. A prompt with images is
+    never truncated (cutting image tokens off would part them from their image): over the limit it is an error."""
     limit = policy.max_tokens
     if limit is None:
         return prompts, 0
     fitted, truncated = [], 0
     for ids, task in zip(prompts, tasks):
         if len(ids) > limit:
-            if policy.overflow == "error":
+            if policy.overflow == "error" or task.images:
+                fix = "raise it" if task.images else "raise it, or set rollout.prompt_overflow=truncate_left"
                 raise PromptTooLong(f"task {task.id}: the prompt has {len(ids)} tokens, over rollout.max_prompt_tokens="
-                                    f"{limit} (raise it, or set rollout.prompt_overflow=truncate_left)")
+                                    f"{limit} ({fix}{'; a prompt with images is never truncated' if task.images else ''})")
             ids, truncated = ids[-limit:], truncated + 1
         fitted.append(ids)
     return fitted, truncated
@@ -189,10 +216,11 @@ def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], para
         return score_episodes(run_agent_program(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
     if any(t.env not in (None, SINGLE_TURN) for t in tasks):
         return score_episodes(run_episodes(engine, tokenizer, tasks, params, policy), tasks, params, scoring, step)
-    kwargs = policy.chat_template_kwargs
-    encoded, truncated = fit_prompts([encode_prompt(tokenizer, t.prompt, kwargs) for t in tasks], tasks, policy)
+    ids, images = encode_tasks(tokenizer, tasks, policy.chat_template_kwargs)
+    encoded, truncated = fit_prompts(ids, tasks, policy)
     with torch.no_grad():  # not inference_mode: the batch's tensors are trained on and edited afterwards
-        batch = engine.generate(encoded, params)
+        # engines that predate images keep their two-argument generate: images are passed only when there are some
+        batch = engine.generate(encoded, params) if images is None else engine.generate(encoded, params, images=images)
     responses = tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
     stopped = cut_at_stop(batch, tokenizer, responses, policy.stop)
     metrics = {"prompt_truncated_frac": truncated / max(len(tasks), 1), "stopped_frac": stopped / max(len(responses), 1)}

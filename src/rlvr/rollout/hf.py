@@ -12,6 +12,7 @@ Vision-language models: ``generate(prompts, params, images=...)`` takes each pro
 processor's tensors, rlvr.models.prompts.encode_multimodal; {} or None for a text prompt). They are passed on the
 prefill call only (the KV cache holds the image tokens' states afterwards), each distinct (prompt, image) is
 prefilled once and its cache copied to its n samples, and positions are the model's own (Qwen2-VL's 3-D M-RoPE).
+Image placeholder tokens are never sampled (probability 0, as in the trainer's forward).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from rlvr.models.loading import check_context
-from rlvr.models.multimodal import decode_positions, merge_image_inputs, model_positions, next_positions
+from rlvr.models.multimodal import (decode_positions, merge_image_inputs, model_positions, next_positions,
+                                    placeholder_ids, suppress_placeholders)
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.llama_decoder import LlamaDecoder
 
@@ -156,7 +158,9 @@ class HFEngine:
         present = torch.arange(n, device=device)  # rows of the full batch in the model's batch
         generating = torch.ones(n, dtype=torch.bool, device=device)  # which of those are still generating
         schedule = params.temperature_schedule if params.temperature != 0 else None
+        suppressed = placeholder_ids(model)  # a VLM never samples an image placeholder (multimodal.placeholder_ids)
         for t in range(params.max_new_tokens):
+            logits = suppress_placeholders(logits, suppressed)
             # EAD: every row is at position t, so one temperature per step; log-probs are logged at it (behaviour)
             temperature = params.temperature * schedule.tau(t) if schedule is not None else params.temperature
             scaled = logits if temperature == 0 else logits / temperature

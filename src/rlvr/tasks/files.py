@@ -63,6 +63,7 @@ def load_file(path: str | os.PathLike[str], fmt: RowFormat = RowFormat()) -> lis
         for index, (loc, row) in enumerate(iter_rows(where)):
             if fmt.template is not None:
                 row = {**row, fmt.prompt_field: fill_template(fmt.template, row, loc)}
-            yield loc, f"at {loc}", dress(_task_from_row(row, loc, default_id(where, loc, index), fields), fmt, name)
+            task = _task_from_row(row, loc, default_id(where, loc, index), fields, Path(split_suffix(where)[0]).parent)
+            yield loc, f"at {loc}", dress(task, fmt, name)
 
     return unique_tasks(located(), where, fmt.id_field)

@@ -18,6 +18,8 @@ from rlvr.tasks.base import DataError, Prompt, Task
 
 _PROMPT_EXPECTED = "expected a string or a list of chat messages"
 _MESSAGE_EXPECTED = "expected an object with string 'role' and 'content'"
+_PART_EXPECTED = "expected {'type': 'text', 'text': ...} or {'type': 'image'}"
+_IMAGES_EXPECTED = "expected a list of image file paths (relative to the data file) or encoded images"
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "ipython", "function")  # what chat templates render
 
 
@@ -33,8 +35,10 @@ def load_jsonl(
     (a row's own "meta" object wins on a clash). A missing id becomes ``"<file name>:<line>"``."""
     where = os.fspath(path)
     fields = (prompt_field, reference_field, id_field, verifier_field)
+    base = Path(where).parent
     located = (
-        (f"{where}:{lineno}", f"on line {lineno}", _task_from_row(row, f"{where}:{lineno}", f"{Path(where).name}:{lineno}", fields))
+        (f"{where}:{lineno}", f"on line {lineno}",
+         _task_from_row(row, f"{where}:{lineno}", f"{Path(where).name}:{lineno}", fields, base))
         for lineno, row in iter_objects(path)
     )
     return unique_tasks(located, where, id_field)
@@ -101,7 +105,9 @@ def read_rows(path: str | os.PathLike[str], *, required: Sequence[str] = ()) -> 
     return rows
 
 
-def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple[str, str, str, str]) -> Task:
+def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple[str, str, str, str],
+                   base: Path | None = None) -> Task:
+    """The task of one row; ``base`` is the folder that relative image paths start from (the data file's)."""
     prompt_field, reference_field, id_field, verifier_field = fields
 
     def fail(field: str, problem: str) -> DataError:
@@ -143,7 +149,14 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     if env_options is not None and not isinstance(env_options, dict):
         raise fail("env_options", f"got {_kind(env_options)} (expected an object of options)")
 
-    known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options"}
+    images = check_images(row["images"], base, lambda problem: fail("images", problem)) \
+        if row.get("images") is not None else ()
+    shown = image_parts(prompt)
+    if shown and shown != len(images):
+        raise fail(prompt_field, f"shows {shown} image(s) but field 'images' has {len(images)}")
+
+    known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options",
+             "images"}
     extra = {key: value for key, value in row.items() if key not in known}
     return Task(
         prompt=prompt,
@@ -154,7 +167,63 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
         meta={**extra, **(meta or {})},
         env=env,
         env_options=env_options or {},
+        images=images,
     )
+
+
+def image_parts(prompt: Prompt) -> int:
+    """How many images a prompt places with {"type": "image"} content parts."""
+    if isinstance(prompt, str):
+        return 0
+    return sum(1 for m in prompt if isinstance(m["content"], list) for part in m["content"] if part["type"] == "image")
+
+
+def check_images(value: Any, base: Path | None, fail) -> tuple:
+    """A row's images as Task.images (file paths, resolved against ``base``, or encoded bytes), each one checked to
+    exist and to be an image a reader can open; or ``fail(problem)`` raised naming the bad one. Accepts what the
+    datasets loader gives for its Image feature too: {"bytes": ..., "path": ...} objects and PIL images."""
+    if not isinstance(value, (list, tuple)):
+        raise fail(f"got {_kind(value)} ({_IMAGES_EXPECTED})")
+    images = []
+    for i, image in enumerate(value):
+        if isinstance(image, dict):  # datasets' Image feature without decoding
+            image = image.get("bytes") or image.get("path")
+        if hasattr(image, "save") and hasattr(image, "mode"):  # a decoded PIL image
+            import io
+
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG")
+            image = buffer.getvalue()
+        if isinstance(image, str) and image.strip():
+            path = Path(image)
+            image = str(path if path.is_absolute() or base is None else base / path)
+        elif not isinstance(image, (bytes, bytearray)) or not image:
+            raise fail(f"image at index {i}: got {_kind(image)} ({_IMAGES_EXPECTED})")
+        problem = unreadable_image(image)
+        if problem:
+            raise fail(f"image at index {i}: {problem}")
+        images.append(bytes(image) if isinstance(image, bytearray) else image)
+    return tuple(images)
+
+
+def unreadable_image(image: str | bytes) -> str | None:
+    """Why an image file or encoded image cannot be read (None if it can): checked when the data loads, so a bad
+    image is a one-line error before any training rather than a crash mid-run."""
+    import io
+
+    from PIL import Image
+
+    label = image if isinstance(image, str) else f"{len(image)} bytes"
+    try:
+        with Image.open(image if isinstance(image, str) else io.BytesIO(image)) as opened:
+            opened.verify()
+    except FileNotFoundError:
+        return f"{label} does not exist"
+    except IsADirectoryError:
+        return f"{label} is a directory, expected an image file"
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for a broken image; all mean unreadable
+        return f"{label} is not a readable image ({type(exc).__name__}: {exc})"
+    return None
 
 
 def check_prompt(value: Any, fail) -> Prompt:
@@ -174,7 +243,9 @@ def check_prompt(value: Any, fail) -> Prompt:
         for key in ("role", "content"):
             if key not in message:
                 raise fail(f"message at index {i}: missing '{key}' ({_MESSAGE_EXPECTED})")
-            if not isinstance(message[key], str):
+            if key == "content" and isinstance(message[key], list):
+                _check_parts(message[key], i, fail)
+            elif not isinstance(message[key], str):
                 raise fail(f"message at index {i}: '{key}' is {_kind(message[key])} (expected a string)")
         role = message["role"]
         if not role.strip():
@@ -184,6 +255,21 @@ def check_prompt(value: Any, fail) -> Prompt:
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise fail(f"message at index {i}: unknown role {role!r} ({hint}expected one of {', '.join(CHAT_ROLES)})")
     return [dict(message) for message in value]
+
+
+def _check_parts(parts: list, i: int, fail) -> None:
+    """Content parts of a multimodal chat message: text parts with a string, image parts (the row's ``images``
+    fill them in order)."""
+    if not parts:
+        raise fail(f"message at index {i}: 'content' is an empty list ({_PART_EXPECTED})")
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            continue
+        if kind == "image":
+            continue
+        raise fail(f"message at index {i}: 'content' is a list whose part {j} is "
+                   f"{_kind(part) if kind is None else repr(part)} ({_PART_EXPECTED})")
 
 
 def _kind(value: Any) -> str:

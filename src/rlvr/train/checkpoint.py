@@ -55,6 +55,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def save_tokenizer(tokenizer, folder: Path) -> None:
+    """The tokenizer, or for a vision-language model its whole processor (image processor, tokenizer, chat
+    template), so the folder loads back with AutoProcessor as it was given."""
+    from rlvr.models.multimodal import processor_of
+
+    processor = processor_of(tokenizer)
+    (processor if processor is not None else tokenizer).save_pretrained(folder)
+
+
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any],
                     folders: dict[str, Any] | None = None) -> Path:
     """checkpoint-STEP: the policy as a Hugging Face folder, the trainer state, and ``folders`` (second models a run
@@ -64,7 +73,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
     tmp = run_dir / f"{TMP_PREFIX}{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    save_tokenizer(tokenizer, tmp)
     for name, other in (folders or {}).items():
         other.save_pretrained(tmp / name)
         tokenizer.save_pretrained(tmp / name)

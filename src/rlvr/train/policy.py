@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.algos.entropy import chunked_logprobs_entropy, entropy_from_logits, token_logprobs
-from rlvr.models.multimodal import check_image_inputs, is_vlm_config, model_positions
+from rlvr.models.multimodal import (PlaceholderFreeHead, check_image_inputs, is_vlm_config, model_positions,
+                                    placeholder_ids, suppress_placeholders)
 
 
 class ValueHead(torch.nn.Module):
@@ -82,16 +83,19 @@ def policy_forward(
 
     ``image_inputs`` (a vision-language model's pixel values etc., rlvr.rollout.base.RolloutBatch.image_inputs)
     reach every forward, chunked or not; positions are the model's own where it defines them (Qwen2-VL's 3-D
-    M-RoPE, rlvr.models.multimodal.model_positions), else ``cumsum(mask) - 1``."""
+    M-RoPE, rlvr.models.multimodal.model_positions), else ``cumsum(mask) - 1``. A VLM's image placeholder tokens
+    get probability 0 (rlvr.models.multimodal.placeholder_ids), as the engines sample."""
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)
     attention_mask = torch.cat([prompt_mask, response_mask.to(prompt_mask.dtype)], dim=1)
     check_image_inputs(model, input_ids, image_inputs)
     position_ids = model_positions(model, input_ids, attention_mask, image_inputs)
+    suppressed = placeholder_ids(model)  # a VLM's image tokens have probability 0, as in the engines
     width = response_ids.shape[1]
     chunk = LOGITS_CHUNK if chunk is None else chunk
     parts = trunk_and_head(model) if chunk and response_ids.numel() > chunk else None
     if parts is not None:
         decoder, head = parts
+        head = PlaceholderFreeHead(head, suppressed) if suppressed else head
         hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          use_cache=False, **image_inputs).last_hidden_state[:, -width - 1:-1, :]
         logp, entropy = chunked_logprobs_entropy(hidden, head, response_ids, temperature=temperature, chunk_rows=chunk,
@@ -102,7 +106,7 @@ def policy_forward(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
         logits_to_keep=width + 1, output_hidden_states=value_head is not None, **image_inputs,
     )
-    logits = out.logits[:, :-1, :].float()
+    logits = suppress_placeholders(out.logits[:, :-1, :].float(), suppressed)
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     result = PolicyOutput(token_logprobs(logits, response_ids))
@@ -120,8 +124,9 @@ def logits_forward(model, image_inputs: dict[str, torch.Tensor] | None = None):
 
     def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         check_image_inputs(model, ids, image_inputs)
-        return model(input_ids=ids, attention_mask=mask, position_ids=model_positions(model, ids, mask, image_inputs),
-                     **image_inputs).logits
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=model_positions(model, ids, mask, image_inputs),
+                       **image_inputs).logits
+        return suppress_placeholders(logits, placeholder_ids(model))
 
     return forward
 
