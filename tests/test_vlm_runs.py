@@ -84,11 +84,17 @@ def test_lora_run_trains_the_language_side_and_saves_the_processor(tmp_path, vlm
     assert any(p.abs().sum() > 0 for n, p in adapted.named_parameters() if "lora_B" in n), "the adapter moved"
 
 
-def test_two_learners_take_the_update_one_learner_takes(tmp_path, vlm_data):
-    one = _train(vlm_data, tmp_path / "one")
+@pytest.fixture(scope="module")
+def one_learner_run(tmp_path_factory, vlm_data):
+    out = tmp_path_factory.mktemp("one") / "run"
+    return out, _train(vlm_data, out)
+
+
+def test_two_learners_take_the_update_one_learner_takes(tmp_path, vlm_data, one_learner_run):
+    one_dir, one = one_learner_run
     two = _train(vlm_data, tmp_path / "two", "cluster.learners=2")
     assert [r["reward_mean"] for r in one] == [r["reward_mean"] for r in two]
-    a, b = _weights(tmp_path / "one" / "checkpoint-3"), _weights(tmp_path / "two" / "checkpoint-3")
+    a, b = _weights(one_dir / "checkpoint-3"), _weights(tmp_path / "two" / "checkpoint-3")
     start = _weights(vlm_data[0])
     assert max((a[k] - start[k]).abs().max().item() for k in a) > 1e-4, "the runs moved the weights"
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5  # gradients summed over ranks: rounding only
@@ -111,3 +117,27 @@ def test_sigkill_then_resume_is_exact(tmp_path, vlm_data):
     assert max((a[k] - b[k]).abs().max().item() for k in a) == 0.0
     drop = lambda row: {k: v for k, v in row.items() if k not in {"time_s", "tokens_per_s"} and "latency" not in k}  # noqa: E731
     assert [drop(r) for r in read_metrics(out)] == [drop(r) for r in read_metrics(tmp_path / "whole")]
+
+
+def test_eval_answers_image_prompts_with_a_trained_checkpoint(tmp_path, vlm_data, one_learner_run):
+    """`rlvr eval` on the trained checkpoint: each greedy answer is the model's own generate with the task's image."""
+    from rlvr.models import encode_multimodal, load_model, processor_of
+    from rlvr.models.multimodal import placeholder_ids
+    from rlvr.tasks.jsonl import load_jsonl
+
+    checkpoint = one_learner_run[0] / "checkpoint-3"
+    done = subprocess.run([sys.executable, "-m", "rlvr.cli", "eval", "--model", str(checkpoint), "--data",
+                           str(vlm_data[1]), "--limit", "4", "--samples", "1", "--max-new-tokens", "4", "--out",
+                           str(tmp_path / "eval.json")], capture_output=True, text=True, env=_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "eval.tasks.jsonl").read_text().splitlines()]
+    model, tokenizer = load_model(checkpoint, device="cpu")
+    processor = processor_of(tokenizer)
+    tasks = {t.id: t for t in load_jsonl(vlm_data[1])}
+    assert len(rows) == 4
+    for row in rows:
+        task = tasks[row["task_id"]]
+        ids, inputs = encode_multimodal(processor, task.prompt, task.images)
+        out = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             max_new_tokens=4, do_sample=False, suppress_tokens=placeholder_ids(model), **inputs)
+        assert row["samples"][0]["response"] == tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
