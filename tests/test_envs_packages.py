@@ -1,6 +1,7 @@
-"""Environments of other packages through rlvr's adapters, built with the packages' own classes: OpenEnv
-environments in this process and behind the package's own server on loopback (tests/openenv_fixtures.py), run as
-episodes and through `rlvr train`, with the environments' own rewards arriving in the trained reward."""
+"""Environments of other packages through rlvr's adapters, built with the packages' own classes and run as
+episodes and through `rlvr train`, with the environments' own rewards arriving in the trained reward: OpenEnv
+environments in this process and behind the package's own server on loopback (tests/openenv_fixtures.py), and
+verifiers-package environments scored by their own rubrics (tests/verifiers_rubric_fixtures.py)."""
 
 import json
 import sys
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.comparison  # a skip fails the run (tests/conftest.py):
 
 
 @pytest.fixture(autouse=True)
-def openenv_installed():
-    pytest.importorskip("openenv")
+def package_installed(request):
+    pytest.importorskip("verifiers" if "verifiers" in request.node.name else "openenv")
 
 
 def test_the_pinned_openenv_release_is_the_one_installed():
@@ -151,3 +152,64 @@ def test_rlvr_train_through_an_openenv_server_receives_its_rewards(openenv_serve
     rewarded = openenv_fixtures.STEP_REWARDS  # what the server's rubric computed, over the 3 steps x 6 episodes
     assert len(rewarded) >= 3 * 6 and sum(rewarded) > 0
     assert sum(m["reward/env/openenv"] for m in metrics) * 6 == pytest.approx(sum(rewarded))
+
+
+def _verifiers_episodes(answer, reference="3", rubric="sum", n=1):
+    tok = qwen_style_tokenizer()
+    task = Task("1+2", reference, "t", env="verifiers",
+                env_options={"load": "verifiers_rubric_fixtures", "load_options": {"rubric": rubric}})
+    return generate_and_score(ScriptedEngine(tok, lambda text: answer), tok, [task],
+                              SamplingParams(n=n, max_new_tokens=50), Scoring("exact"))
+
+
+@pytest.mark.parametrize("answer, rubric_reward", [
+    ("3", 1.5),  # the rubric's correct_sum 1 and short 0.5
+    ("4", 0.5),  # wrong, short
+    ("333", 0.0),  # wrong, long
+])
+def test_a_verifiers_rubric_scores_the_episode_beside_the_task_verifier(answer, rubric_reward):
+    samples = _verifiers_episodes(answer)
+    assert samples.components["env/verifiers"] == [rubric_reward]
+    assert samples.rewards == [rubric_reward + float(answer == "3")]
+
+
+def test_a_verifiers_rubric_without_weighted_functions_leaves_the_turn_rewards():
+    samples = _verifiers_episodes("3", rubric="none")  # only the package's own turn counter, of weight 0
+    assert samples.components["env/verifiers"] == [0.0] and samples.rewards == [1.0]
+
+
+def test_a_verifiers_rubric_that_fails_is_a_verdict_not_a_crash():
+    samples = _verifiers_episodes("3", rubric="broken")  # the package scores a raising function 0 itself
+    assert samples.components["env/verifiers"] == [0.0] and samples.episodes[0]["env_errors"] == 0
+    samples = _verifiers_episodes("3", rubric="nan", n=2)  # a non-finite score ends the episode without it
+    assert [e["env_errors"] for e in samples.episodes] == [1, 1] and samples.rewards == [1.0, 1.0]
+
+
+def test_a_verifiers_rubric_with_group_functions_is_refused_up_front():
+    with pytest.raises(ValueError, match=r"group-level reward functions \(group_mean\)"):
+        make_env("verifiers", load="verifiers_rubric_fixtures", load_options={"rubric": "group"})
+
+
+def test_rlvr_train_on_a_verifiers_single_turn_env_receives_its_rubric_rewards(warm_model_dir, tmp_path):
+    """Three steps of `rlvr train` on the package's SingleTurnEnv (tasks from its own dataset): every reward its
+    rubric's functions computed reaches the trained reward."""
+    import verifiers_rubric_fixtures
+    from rlvr.cli import main
+    from rlvr.train.metrics import read_metrics
+
+    dataset = verifiers_rubric_fixtures.load_environment().get_dataset()
+    rows = [{"prompt": row["question"], "reference": row["answer"]} for row in dataset]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = {"model": {"path": str(warm_model_dir)},
+              "data": {"train": str(tmp_path / "tasks.jsonl"), "verifier": "exact", "prompts_per_step": 2,
+                       "env": "verifiers", "env_options": {"load": "verifiers_rubric_fixtures"}},
+              "rollout": {"group_size": 3, "max_new_tokens": 8},
+              "train": {"steps": 3, "out": str(tmp_path / "run"), "progress": False, "threads": 1}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    verifiers_rubric_fixtures.CALLS.clear()
+    assert main(["train", str(tmp_path / "config.yaml")]) == 0
+    metrics = read_metrics(tmp_path / "run")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    scored = verifiers_rubric_fixtures.CALLS  # two reward functions per episode, 3 steps x 6 episodes
+    assert len(scored) >= 2 * 6 and sum(scored) > 0
+    assert sum(m["reward/env/verifiers"] for m in metrics) * 6 == pytest.approx(sum(scored))

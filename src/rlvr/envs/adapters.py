@@ -11,12 +11,15 @@ extra pins it). The package's own turn loop runs the episode: ``MultiTurnEnv.rol
 own), time limit and cleanup handlers; where it asks its client for the model's next message, the adapter's client
 hands the conversation to rlvr's engine and returns the text the policy wrote. What maps: the system prompt and
 few-shot messages, the turn loop, the per-episode ``state`` (``answer`` is the task's reference, ``info`` its meta),
-the environment's messages (attended to, never trained on), and the per-turn rewards an environment writes into
-``state["trajectory"][i]["reward"]`` (added to the episode's reward as the part ``verifiers``, logged as
-``reward/env/verifiers``). What does not: rubrics (the
-task's rlvr verifier scores the final answer; write the rubric's checks as an rlvr verifier), the package's datasets
-(tasks come from rlvr's data), structured ``tool_calls`` (the policy writes text; for tool use take rlvr's ``tools``
-environment), and hosted sandboxes. An environment without a turn limit (``max_turns=-1``) gets the option
+the environment's messages (attended to, never trained on), and the environment's reward, added to the episode's
+reward as the part ``verifiers`` (logged as ``reward/env/verifiers``): the per-turn rewards it writes into
+``state["trajectory"][i]["reward"]`` as they come, and where its rubric has weighted reward functions, the rubric's
+score of the finished rollout in their place (``Rubric.score_rollout``, their weighted sum, as the package scores a
+rollout; its ``answer`` is the task's reference). An episode rlvr cuts short (its token budget) keeps its turns'. The task's rlvr verifier scores the final answer beside it (a task without a
+reference is left to the rubric). What does not map: group-level reward functions (a rubric that needs the whole
+group is refused; rlvr's group advantages take their place), the package's datasets (tasks come from rlvr's data),
+structured ``tool_calls`` (the policy writes text; for tool use take rlvr's ``tools`` environment), and hosted
+sandboxes. An environment without a turn limit (``max_turns=-1``) gets the option
 ``max_turns`` (default 10). Rollouts of all episodes run on one background event loop; an environment that takes
 longer than ``turn_timeout_s`` to answer ends its episode (an environment error, counted in ``env_errors``).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import queue
 import threading
 import time
@@ -163,6 +167,32 @@ class _Turns:
                                "(env option turn_timeout_s)") from None
 
 
+def _scores_rollouts(env: Any) -> bool:
+    """Whether the environment's rubric scores a rollout: scoring is on and a reward function has a weight (the
+    package's own monitor functions, such as a MultiTurnEnv's turn count, weigh 0). A rubric with group-level
+    functions is refused, since rlvr scores each episode as it ends."""
+    rubric = getattr(env, "rubric", None)
+    if rubric is None or not getattr(env, "score_rollouts", True):
+        return False
+    funcs = rubric._get_reward_funcs()
+    group = [getattr(f, "__name__", repr(f)) for f in funcs if rubric._is_group_func(f)]
+    if group:
+        raise ValueError(f"environment verifiers: the rubric of {type(env).__name__} has group-level reward "
+                         f"functions ({', '.join(group)}), which score a whole group at once; rlvr scores each episode "
+                         "as it ends (its group advantages compare them): give the rubric per-rollout functions")
+    return any(weight for weight in rubric._get_reward_weights())
+
+
+def _finite(value: Any, what: str) -> float:
+    try:
+        reward = float(value or 0.0)
+    except (TypeError, ValueError):
+        raise ValueError(f"environment verifiers: {what} is {value!r}, not a number") from None
+    if not math.isfinite(reward):
+        raise ValueError(f"environment verifiers: {what} is {reward}")
+    return reward
+
+
 class VerifiersEnv(Environment):
     def __init__(self, env: Any = None, *, load: str | None = None, load_options: dict[str, Any] | None = None,
                  max_turns: int | None = None, max_turn_tokens: int = 0, turn_timeout_s: float = 60.0):
@@ -175,6 +205,7 @@ class VerifiersEnv(Environment):
             raise TypeError(f"environment verifiers: load_environment returned a {type(env).__name__}, not a "
                             f"verifiers.MultiTurnEnv (verifiers {vf.__version__})")
         own_limit = int(getattr(env, "max_turns", -1) or -1)
+        self.scored = _scores_rollouts(env)
         self.inner = env
         self.limits = Limits(max_turns or (own_limit if own_limit > 0 else DEFAULT_MAX_TURNS), max_turn_tokens)
         self.turn_timeout_s = turn_timeout_s
@@ -206,15 +237,24 @@ class VerifiersEnv(Environment):
     async def _run(self, rollout_input, client) -> None:
         try:
             state = await self.inner.rollout(rollout_input, client, "rlvr-policy", {})
+            if self.scored:
+                await self.inner.rubric.score_rollout(state)
+                await self.inner.rubric.cleanup(state)
+            self.turns.state = state
             self.turns.events.put(("done", state.get("stop_condition")))
         except BaseException as exc:  # noqa: BLE001 - handed to the trainer's thread, which ends the episode
             self.turns.events.put(("error", exc))
             if isinstance(exc, asyncio.CancelledError):
                 raise
 
-    def _new_rewards(self) -> dict[str, float]:
-        trajectory = (self.turns.state or {}).get("trajectory") or []
-        total = sum(float(step.get("reward") or 0.0) for step in trajectory)
+    def _new_rewards(self, done: bool) -> dict[str, float]:
+        """The part ``verifiers`` of this turn: what the per-turn rewards added, and at the end of a rollout its
+        rubric scored, what makes the episode's sum the rubric's score (an episode rlvr cuts short keeps its turns')."""
+        state = self.turns.state or {}
+        if done and self.scored:
+            total = _finite(state.get("reward"), "its rubric's reward")
+        else:
+            total = sum(_finite(step.get("reward"), "a turn's reward") for step in state.get("trajectory") or [])
         delta, self.reported = total - self.reported, total
         return {"verifiers": delta}
 
@@ -223,7 +263,7 @@ class VerifiersEnv(Environment):
         kind, value = self.turns.next(self.turn_timeout_s)
         if kind == "error":
             raise value
-        rewards = self._new_rewards()
+        rewards = self._new_rewards(kind == "done")
         if kind == "done":
             return Step(rewards=rewards, done=True, answer=assistant)
         seen = len(self.prompt) + 1  # what the policy saw, and its own message
