@@ -213,3 +213,17 @@ def test_rlvr_train_on_a_verifiers_single_turn_env_receives_its_rubric_rewards(w
     scored = verifiers_rubric_fixtures.CALLS  # two reward functions per episode, 3 steps x 6 episodes
     assert len(scored) >= 2 * 6 and sum(scored) > 0
     assert sum(m["reward/env/verifiers"] for m in metrics) * 6 == pytest.approx(sum(scored))
+
+
+def test_a_verifiers_release_without_the_classic_environments_is_one_error_naming_the_extra(monkeypatch):
+    """verifiers 0.4.0 keeps only its v1 stack: ``import verifiers`` works and ``verifiers.MultiTurnEnv`` is gone."""
+    import types
+
+    release = types.ModuleType("verifiers")
+    release.__version__ = "0.4.0"
+    monkeypatch.setitem(sys.modules, "verifiers", release)
+    with pytest.raises(ImportError, match=r"verifiers 0.4.0 no longer has: pip install 'rlvr\[verifiers\]'"):
+        make_env("verifiers", load="verifiers_rubric_fixtures")
+    monkeypatch.setitem(sys.modules, "verifiers", None)  # not installed
+    with pytest.raises(ImportError, match=r"needs the verifiers package: pip install 'rlvr\[verifiers\]'"):
+        make_env("verifiers", load="verifiers_rubric_fixtures")

@@ -73,6 +73,10 @@ def _import_verifiers():
         import verifiers as vf
     except ImportError:
         raise ImportError("environment verifiers needs the verifiers package: pip install 'rlvr[verifiers]'") from None
+    if not hasattr(vf, "MultiTurnEnv"):  # 0.4.0 removed the classic environments (its v1 stack runs agent programs)
+        raise ImportError(f"environment verifiers runs the package's classic environments (MultiTurnEnv), which "
+                          f"verifiers {getattr(vf, '__version__', '?')} no longer has: pip install 'rlvr[verifiers]' "
+                          "installs the release it is tested with")
     return vf
 
 
