@@ -367,3 +367,20 @@ def test_sampling_never_emits_an_image_placeholder(kind):
     out = policy_forward(model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask,
                          temperature=1.5, **batch.image_inputs(torch.arange(batch.size)))
     torch.testing.assert_close((out.logp * batch.response_mask).detach(), batch.logprobs, atol=2e-5, rtol=1e-4)
+
+
+def test_policy_rewards_forward_sees_the_images():
+    """rlvr.rewards' sources call ``forward(ids, mask)``; logits_forward gives them the rows' images (and a forward
+    without them refuses, test above): VeriFree's reward of a row changes with its image."""
+    from rlvr.rewards import PolicyBatch, compute
+
+    model, tok, batch, _ = _sampled(n=1)
+    rows = torch.arange(batch.size)
+    reference = torch.tensor([tok("red", add_special_tokens=False)["input_ids"]] * batch.size)
+    policy_batch = PolicyBatch(batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask,
+                               batch.group_index, reference_ids=reference, reference_mask=torch.ones_like(reference))
+    with torch.no_grad():
+        own = compute("verifree", policy_batch, logits_forward(model, batch.image_inputs(rows)))
+        swapped = compute("verifree", policy_batch, logits_forward(model, {
+            "pixel_values": batch.image_inputs(rows)["pixel_values"].roll(1, 0)}))
+    assert own.shape == (batch.size,) and not torch.allclose(own, swapped)

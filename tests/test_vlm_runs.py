@@ -90,14 +90,29 @@ def one_learner_run(tmp_path_factory, vlm_data):
     return out, _train(vlm_data, out)
 
 
-def test_two_learners_take_the_update_one_learner_takes(tmp_path, vlm_data, one_learner_run):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_two_learners_take_the_update_one_learner_takes(tmp_path, vlm_data, one_learner_run, strategy):
     one_dir, one = one_learner_run
-    two = _train(vlm_data, tmp_path / "two", "cluster.learners=2")
+    two = _train(vlm_data, tmp_path / "two", "cluster.learners=2", f"cluster.learner_strategy={strategy}")
     assert [r["reward_mean"] for r in one] == [r["reward_mean"] for r in two]
     a, b = _weights(one_dir / "checkpoint-3"), _weights(tmp_path / "two" / "checkpoint-3")
     start = _weights(vlm_data[0])
     assert max((a[k] - start[k]).abs().max().item() for k in a) > 1e-4, "the runs moved the weights"
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5  # gradients summed over ranks: rounding only
+
+
+def test_qwen2_vl_run_trains_and_its_checkpoint_loads_back(tmp_path, vlm_data):
+    """Qwen2-VL (3-D M-RoPE positions from the model) through the whole step, with a KL term; its checkpoint loads
+    back with rlvr's loader, processor included (AutoProcessor needs torchvision for Qwen2-VL's video part)."""
+    from rlvr.models import encode_multimodal, load_model, processor_of
+
+    model = build_tiny_vlm(tmp_path / "qwen", "qwen2_vl", seed=0)
+    rows = _train((model, vlm_data[1]), tmp_path / "run", "algo.kl_coef=0.1")
+    assert len(rows) == 3 and all(r["rows_backpropagated"] > 0 for r in rows) and rows[-1]["kl"] > 0
+    trained, tokenizer = load_model(tmp_path / "run" / "checkpoint-3", device="cpu")
+    assert type(trained).__name__ == "Qwen2VLForConditionalGeneration"
+    ids, inputs = encode_multimodal(processor_of(tokenizer), "colour? ", [vlm_data[1].parent / "img" / "0.png"])
+    assert inputs["image_grid_thw"].tolist() == [[1, 4, 4]]
 
 
 def test_sigkill_then_resume_is_exact(tmp_path, vlm_data):
