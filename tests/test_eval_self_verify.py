@@ -23,6 +23,14 @@ TEMPLATE = "Q:{prompt} A:{response} ok? "
 PROBLEMS = [Task(prompt=f"{a}+{b}=", reference=str(a + b), id=f"p{a}{b}") for a, b in [(1, 2), (3, 4), (2, 5), (4, 4)]]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run fastest on one thread; two wait on each other on a busy 2-core machine."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def answers(text: str, j: int) -> str:
     """Problem k answers right when k is even, wrong when k is odd."""
     a, b = map(int, re.findall(r"\d+", text))

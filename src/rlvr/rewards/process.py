@@ -12,8 +12,9 @@ of response tokens ending at a delimiter (``step_spans``). Sources (``process_so
 - ``arith_steps``: rule-checked lines ``a op b = c`` (+1 true, -1 false), the step checker of ``arithmetic:chain``
   tasks and of a CPU reward-hacking demonstration of PURE (Cheng et al. 2025, "Stop Summation: Min-Form Credit
   Assignment Is All Process Reward Model Needs for Reasoning", arXiv 2504.15275).
-- ``prm``: a local Hugging Face token classifier with two labels (a process reward model, as in Math-Shepherd,
-  Wang et al. 2024): the step score is p(label 1) - p(label 0) at the step's last token.
+- ``prm``: a local process reward model folder, read by ``reader``: a Hugging Face token classifier with two labels
+  (as in Math-Shepherd, Wang et al. 2024: the step score is p(label 1) - p(label 0) at the step's last token), or
+  a causal LM trained with rlvr on ``steps:`` tasks that writes a "+" or "-" label per step (``reader: labels``).
 
 A source is ``fn(batch, responses, tasks, tokenizer, **options) -> ProcessRewards``, registered with
 ``@register_process_source(name)``; ``compute_process`` checks its options and its output.
@@ -299,41 +300,63 @@ def _answer_score(lines: list[str], task: Any, answer: str, score: dict[str, flo
 
 
 # -------------------------------------------------------------------------------------------------- prm
+#
+# A PRM folder is read by one of PRM_READERS (``reader`` option): how its model is loaded and checked, and how it
+# turns a batch's steps into one score per step in [-1, 1].
 
 _PRM_LOCK = threading.Lock()
-_PRM_CACHE: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+_PRM_CACHE: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
 
 
-def load_prm(path: str, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
-    """(model, tokenizer) of a two-label token-classification folder, in eval mode, loaded once per (path, device,
-    dtype); a folder that is not one is a UserError naming it."""
-    key = (str(Path(path).resolve()), str(device), str(dtype))
+@dataclass(frozen=True)
+class PrmReader:
+    """``auto_class``: the transformers Auto class the folder loads with; ``check(folder, config, tokenizer)``
+    raises a UserError when the folder is not what the reader reads; ``score(model, prm_tokenizer, rows, ...)``
+    gives, per row of ``rows`` (row index, step texts, step end offsets, task), one score per step."""
+
+    auto_class: str
+    check: Callable[[Path, Any, Any], None]
+    score: Callable[..., list[list[float]]]
+
+
+PRM_READERS: dict[str, PrmReader] = {}
+
+
+def load_prm(path: str, device: str = "cpu", dtype: str = "float32", reader: str = "classifier") -> tuple[Any, Any]:
+    """(model, tokenizer) of a PRM folder as ``reader`` reads it, in eval mode, loaded once per (path, device, dtype,
+    reader); a folder that is not one is a UserError naming it."""
+    kind = _reader(reader)
+    key = (str(Path(path).resolve()), str(device), str(dtype), reader)
     with _PRM_LOCK:
         if key in _PRM_CACHE:
             return _PRM_CACHE[key]
-        from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
+        import transformers
+        from transformers import AutoConfig, AutoTokenizer
 
         folder = Path(path)
         if not (folder / "config.json").is_file():
             raise UserError(f"reward.process.options.path: {folder} is not a Hugging Face model folder "
                             "(no config.json)")
         config = AutoConfig.from_pretrained(folder)
-        if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
-            raise UserError(f"reward.process.options.path: {folder} holds {', '.join(config.architectures or ['?'])}, "
-                            "not a token-classification model (AutoModelForTokenClassification)")
-        if config.num_labels != 2:
-            raise UserError(f"reward.process.options.path: {folder} has {config.num_labels} labels; a process reward "
-                            "model here has 2 (0: bad step, 1: good step)")
+        kind.check(folder, config, None)
         if dtype not in ("float32", "bfloat16", "float16"):
             raise UserError(f"reward.process.options.dtype: expected float32, bfloat16 or float16, got {dtype!r}")
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if not getattr(tokenizer, "is_fast", False):
             raise UserError(f"reward.process.options.path: {folder} has a slow tokenizer; the prm source needs a fast "
                             "one (character offsets) — save the folder with a tokenizer.json")
-        model = AutoModelForTokenClassification.from_pretrained(folder, dtype=getattr(torch, dtype))
+        kind.check(folder, config, tokenizer)
+        model = getattr(transformers, kind.auto_class).from_pretrained(folder, dtype=getattr(torch, dtype))
         model = model.to(device).eval()
         _PRM_CACHE[key] = (model, tokenizer)
         return model, tokenizer
+
+
+def _reader(name: str) -> PrmReader:
+    if name not in PRM_READERS:
+        raise UserError(f"reward.process.options.reader: expected one of {', '.join(sorted(PRM_READERS))}, "
+                        f"got {name!r}")
+    return PRM_READERS[name]
 
 
 def prompt_text(prompt: Any) -> str:
@@ -355,43 +378,135 @@ def token_at(offsets: list[tuple[int, int]], end: int) -> int | None:
 @register_process_source("prm")
 def prm(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, path: str | None = None,
         delimiter: str = "\n", joiner: str = "", device: str | None = None, dtype: str = "float32",
-        batch_size: int = 16, max_length: int | None = None) -> ProcessRewards:
-    """A process reward model's score of each step: p(good) - p(bad) in [-1, 1] from a two-label token
-    classifier (Math-Shepherd, arXiv 2312.08935: a step's score is read at its last token), read at the PRM token
-    that ends where the step's text ends. The PRM reads ``prompt text + joiner + response`` with its own tokenizer
-    (left-truncated to ``max_length`` or its context; a step cut off scores 0). Loaded once per path."""
+        batch_size: int = 16, max_length: int | None = None, reader: str = "classifier") -> ProcessRewards:
+    """A process reward model's score of each step, in [-1, 1], on the step's last token. ``reader`` says what the
+    folder is (``PRM_READERS``):
+
+    - ``classifier``: a two-label token classifier (Math-Shepherd, arXiv 2312.08935: a step's score is read at its
+      last token): p(good) - p(bad) at the PRM token that ends where the step's text ends, the PRM reading
+      ``prompt text + joiner + response`` with its own tokenizer;
+    - ``labels``: a causal LM that writes one label per step after the steps ("+" good, "-" bad), as ``steps:``
+      tasks teach it (rlvr.tasks.steps; a PRM trained with ``rlvr sft`` / ``rlvr train``): asked with the task's
+      prompt text and the response's steps one per line, it writes its labels greedily, and a step's score is
+      p("+") - p("-") renormalised over the two labels where it writes that step's label.
+
+    Inputs are left-truncated to ``max_length`` (or the model's context); a step cut off scores 0. Loaded once per
+    folder."""
     if not path:
-        raise UserError("the prm process source needs reward.process.options.path (a token-classification folder)")
+        raise UserError("the prm source needs reward.process.options.path (a PRM folder: a token classifier, or a "
+                        "step labeller with reader: labels)")
+    kind = _reader(reader)
     out = _empty(batch)
-    model, prm_tokenizer = load_prm(str(path), str(device or batch.response_ids.device), dtype)
+    model, prm_tokenizer = load_prm(str(path), str(device or batch.response_ids.device), dtype, reader)
     limit = int(max_length or getattr(model.config, "max_position_embeddings", 0) or 4096)
-    jobs = []  # (row, response positions of the step ends, PRM token ids, PRM token index of each step end)
+    rows = []  # (row, response positions of the step ends, (response text, step texts, step end offsets, task))
     for i, (ids, positions) in enumerate(_rows(batch)):
         spans, ends = _spans_and_ends(tokenizer, ids, delimiter, with_ends=True)
-        if not spans:
-            continue
-        head = prompt_text(tasks[i].prompt) + joiner
-        text = head + tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        enc = prm_tokenizer(text, return_offsets_mapping=True)
-        prm_ids, offsets = enc["input_ids"][-limit:], [tuple(o) for o in enc["offset_mapping"][-limit:]]
-        at = [token_at(offsets, len(head) + end) for end in ends]
-        jobs.append((i, [positions[last] for _, last, _ in spans], prm_ids, at))
-    pad = prm_tokenizer.pad_token_id if prm_tokenizer.pad_token_id is not None else 0
-    model_device = next(model.parameters()).device
-    for b in range(0, len(jobs), max(1, int(batch_size))):
-        chunk = jobs[b:b + max(1, int(batch_size))]
-        width = max(len(j[2]) for j in chunk)
-        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, (_, _, prm_ids, _) in enumerate(chunk):
-            input_ids[r, :len(prm_ids)] = torch.tensor(prm_ids)
-            attention[r, :len(prm_ids)] = 1
-        with _PRM_LOCK, torch.no_grad():
-            logits = model(input_ids=input_ids.to(model_device), attention_mask=attention.to(model_device)).logits
-        probs = torch.softmax(logits.float(), dim=-1)
-        scores = (probs[..., 1] - probs[..., 0]).cpu()
-        for r, (i, step_positions, _, at) in enumerate(chunk):
-            for position, k in zip(step_positions, at):
-                out.values[i, position] = scores[r, k] if k is not None else 0.0
+        if spans:
+            text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            rows.append((i, [positions[last] for _, last, _ in spans], (text, [t for _, _, t in spans], ends, tasks[i])))
+    chunk_size = max(1, int(batch_size))
+    for b in range(0, len(rows), chunk_size):
+        chunk = rows[b:b + chunk_size]
+        scores = kind.score(model, prm_tokenizer, [row for _, _, row in chunk], limit=limit, joiner=joiner,
+                            delimiter=delimiter)
+        for (i, step_positions, _), row_scores in zip(chunk, scores):
+            for position, value in zip(step_positions, row_scores):
+                out.values[i, position] = float(value)
                 out.step_end[i, position] = True
     return out
+
+
+def _padded(sequences: list[list[int]], pad: int, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for r, s in enumerate(sequences):
+        where = slice(width - len(s), width) if left else slice(0, len(s))
+        ids[r, where], mask[r, where] = torch.tensor(s, dtype=torch.long), 1
+    return ids, mask
+
+
+def _pad_id(prm_tokenizer: Any) -> int:
+    return prm_tokenizer.pad_token_id if prm_tokenizer.pad_token_id is not None else 0
+
+
+# ------------------------------------------------------------------------------- reader: a token classifier
+
+def _check_classifier(folder: Path, config: Any, tokenizer: Any) -> None:
+    if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
+        raise UserError(f"reward.process.options.path: {folder} holds {', '.join(config.architectures or ['?'])}, "
+                        "not a token-classification model (AutoModelForTokenClassification); a step labeller trained "
+                        "with rlvr on steps: tasks is read with reward.process.options.reader=labels")
+    if config.num_labels != 2:
+        raise UserError(f"reward.process.options.path: {folder} has {config.num_labels} labels; a process reward "
+                        "model here has 2 (0: bad step, 1: good step)")
+
+
+def _score_classifier(model: Any, prm_tokenizer: Any, rows: list[tuple[str, list[str], list[int], Any]], *,
+                      limit: int, joiner: str, delimiter: str) -> list[list[float]]:
+    jobs = []  # (PRM token ids, PRM token index of each step end)
+    for response, _, ends, task in rows:
+        head = prompt_text(task.prompt) + joiner
+        enc = prm_tokenizer(head + response, return_offsets_mapping=True)
+        prm_ids, offsets = enc["input_ids"][-limit:], [tuple(o) for o in enc["offset_mapping"][-limit:]]
+        jobs.append((prm_ids, [token_at(offsets, len(head) + end) for end in ends]))
+    input_ids, attention = _padded([j[0] for j in jobs], _pad_id(prm_tokenizer))
+    device = next(model.parameters()).device
+    with _PRM_LOCK, torch.no_grad():
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits
+    probs = torch.softmax(logits.float(), dim=-1)
+    scores = (probs[..., 1] - probs[..., 0]).cpu()
+    return [[float(scores[r, k]) if k is not None else 0.0 for k in at] for r, (_, at) in enumerate(jobs)]
+
+
+PRM_READERS["classifier"] = PrmReader("AutoModelForTokenClassification", _check_classifier, _score_classifier)
+
+
+# ------------------------------------------------------------------------------ reader: a step labeller (LM)
+
+def _label_ids(tokenizer: Any) -> tuple[int, int] | None:
+    """The token ids of the good and bad labels, when each is one token of ``tokenizer``."""
+    from rlvr.tasks.steps import BAD, GOOD
+
+    ids = [tokenizer(label, add_special_tokens=False)["input_ids"] for label in (GOOD, BAD)]
+    return (ids[0][0], ids[1][0]) if all(len(x) == 1 for x in ids) else None
+
+
+def _check_labeller(folder: Path, config: Any, tokenizer: Any) -> None:
+    if not any(a.endswith("ForCausalLM") for a in (config.architectures or [])):
+        raise UserError(f"reward.process.options.path: {folder} holds {', '.join(config.architectures or ['?'])}; "
+                        "reader: labels reads a causal LM (AutoModelForCausalLM) that writes step labels")
+    if tokenizer is not None and _label_ids(tokenizer) is None:
+        raise UserError(f"reward.process.options.path: {folder}'s tokenizer does not spell the step labels '+' and "
+                        "'-' as one token each; reader: labels reads one label token per step")
+
+
+def _score_labeller(model: Any, prm_tokenizer: Any, rows: list[tuple[str, list[str], list[int], Any]], *,
+                    limit: int, joiner: str, delimiter: str) -> list[list[float]]:
+    """Greedy labels, one per step, each step's score p(+) - p(-) over the two label tokens where it is written."""
+    from rlvr.tasks.steps import labelling_prompt
+
+    good, bad = _label_ids(prm_tokenizer)
+    steps = [[" ".join(text.replace(delimiter, "\n").split("\n")).strip() for text in texts] for _, texts, _, _ in rows]
+    longest = max(len(s) for s in steps)
+    room = max(1, limit - longest)  # the prompt is cut from the left so that every label fits in the context
+    sequences = [list(prm_tokenizer(labelling_prompt(prompt_text(task.prompt), lines))["input_ids"])[-room:]
+                 for (_, _, _, task), lines in zip(rows, steps)]
+    device = next(model.parameters()).device
+    scores: list[list[float]] = [[] for _ in rows]
+    for _ in range(longest):
+        input_ids, attention = _padded(sequences, _pad_id(prm_tokenizer), left=True)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        with _PRM_LOCK, torch.no_grad():
+            logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device),
+                           position_ids=positions.to(device)).logits[:, -1]
+        pair = torch.softmax(logits[:, [good, bad]].float(), dim=-1).cpu()
+        for r in range(len(rows)):
+            if len(scores[r]) < len(steps[r]):
+                scores[r].append(float(pair[r, 0] - pair[r, 1]))
+            sequences[r].append(good if pair[r, 0] >= pair[r, 1] else bad)
+    return scores
+
+
+PRM_READERS["labels"] = PrmReader("AutoModelForCausalLM", _check_labeller, _score_labeller)

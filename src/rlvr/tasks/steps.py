@@ -17,6 +17,10 @@ reward checks it); the ``#answer`` line is "+" when the answer is the reference.
 the solution, one step per line, reference = the labels as one string ("++-" ...), checked by ``exact``, so a model
 can learn to label steps with ``rlvr train``; ``meta["steps"]`` and ``meta["labels"]`` hold the lines and their
 labels for a token-classification PRM (label 1 for "+", 0 for "-", on each line's last token).
+
+A model trained on these tasks (``rlvr sft`` with ``data.completion_field=reference``, then ``rlvr train``) is a
+generative step labeller: the ``prm`` process source reads it with ``reader: labels``, asking it for the labels of a
+policy's steps in the same prompt (``labelling_prompt``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from rlvr.tasks.judgement import split_options
 PREFIX = "steps"
 VERIFIER = "exact"
 GOOD, BAD = "+", "-"
+LABELS_CUE = "labels:"
 _OPTIONS = ("n", "seed", "wrong")
 _TOKEN = re.compile(r"\d+|[-+*]")
 
@@ -61,6 +66,11 @@ def _holds(line: str) -> bool:
     return bool(m) and _apply(int(m.group(1)), m.group(2), int(m.group(3))) == int(m.group(4))
 
 
+def labelling_prompt(problem: str, steps: list[str]) -> str:
+    """The prompt that asks for the labels of ``steps``: the problem, one step per line, then the labels' cue."""
+    return "\n".join([problem, *steps, LABELS_CUE])
+
+
 def step_task(task: Task, index: int, rng: random.Random, corrupt: bool) -> Task:
     solution = task.meta.get("solution")
     prompt = task.prompt if isinstance(task.prompt, str) else None
@@ -76,7 +86,7 @@ def step_task(task: Task, index: int, rng: random.Random, corrupt: bool) -> Task
     labels = [GOOD if _holds(line) else BAD for line in lines] + [GOOD if answer == str(task.reference) else BAD]
     meta = {"base_id": task.id, "problem": prompt, "steps": steps, "labels": labels, "source": PREFIX,
             "first_error": next((k for k, label in enumerate(labels) if label == BAD), None)}
-    return Task(prompt=prompt + "\n" + "\n".join(steps) + "\nlabels:", reference="".join(labels),
+    return Task(prompt=labelling_prompt(prompt, steps), reference="".join(labels),
                 id=f"{PREFIX}:{index}:{task.id}", verifier=VERIFIER, meta=meta)
 
 
