@@ -131,14 +131,21 @@ def test_model_scores_are_composed_with_weights_gates_and_schedules():
         compose_with_model_scores(spec, {}, [0.0] * 3, lengths=[1] * 3, max_len=4, groups=[0] * 3, step=0)
 
 
-@pytest.mark.parametrize("algo, message", [
-    ({}, "set algo.verifier_model"),
-    ({"verifier_model": "policy", "verifier_objective": "contrastive"}, "cluster.async_rollouts"),
+ONLY_CHECKER = [{"name": "checker", "verifier": "model_verifier"}]
+WITH_RULE = [{"name": "correct", "verifier": "task"}, *ONLY_CHECKER]
+
+
+@pytest.mark.parametrize("algo, terms, async_rollouts, message", [
+    ({}, ONLY_CHECKER, 0, "set algo.verifier_model"),
+    ({"verifier_model": "policy"}, ONLY_CHECKER, 1, "cluster.async_rollouts"),
+    ({"verifier_model": "policy", "dynamic_sampling": True}, ONLY_CHECKER, 0, "algo.dynamic_sampling"),
+    ({"verifier_model": "policy", "dynamic_sampling": True, "dynamic_sampling_metric": "reward"}, WITH_RULE, 0,
+     "algo.dynamic_sampling_metric=score"),
+    ({"verifier_model": "policy", "advantage": "remax"}, WITH_RULE, 0, "algo.advantage=remax: its greedy baseline"),
 ])
-def test_a_verifier_that_cannot_work_is_a_config_error(tiny_model_dir, algo, message):
+def test_a_verifier_that_cannot_work_is_a_config_error(tiny_model_dir, algo, terms, async_rollouts, message):
     cfg = config_from_dict({"model": {"path": str(tiny_model_dir)}, "algo": algo,
-                            "cluster": {"async_rollouts": 1 if algo else 0},
-                            "reward": {"terms": [{"name": "checker", "verifier": "model_verifier"}]}})
+                            "cluster": {"async_rollouts": async_rollouts}, "reward": {"terms": terms}})
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     with pytest.raises(ConfigError, match=message):
         build_parts(cfg, PartContext(model, lambda: model))
@@ -273,3 +280,30 @@ def test_kill_9_and_resume_give_both_models_and_the_metrics_of_the_uninterrupted
     trained = _weights(whole / last / "verifier")
     assert any(not torch.equal(trained[k], v) for k, v in _weights(warm_model_dir).items())  # so its resume is tested
     assert all(json.dumps(r["verifier/lr"]) for r in expected)
+
+
+@pytest.mark.parametrize("objective", ["rl", "contrastive"])
+def test_an_answer_longer_than_the_verifiers_context_is_read_by_its_end(objective, tiny_model_dir):
+    """A policy answer of any length is a judgement, never a crash: the verifier keeps the prompt's last tokens, the
+    verdict cue, within its context (the tiny model has 128 positions)."""
+    from rlvr.rollout.episodes import ScoredSamples, Scoring
+    from rlvr.rollout.stages import StageContext
+    from rlvr.tasks import Task
+    from rlvr.verifiers import Verdict
+
+    verifier = _verifier(tiny_model_dir, objective, samples=2, max_new_tokens=4, max_prompt_tokens=4096)
+    assert verifier.prompt_limit() == 128 - 4
+    n = 4
+    batch = RolloutBatch(torch.ones(n, 2, dtype=torch.long), torch.ones(n, 2, dtype=torch.long),
+                         torch.ones(n, 3, dtype=torch.long), torch.ones(n, 3, dtype=torch.long), torch.zeros(n, 3),
+                         torch.zeros(n, dtype=torch.bool), torch.tensor([0, 0, 1, 1]))
+    task = Task(id="t", prompt="1+2=" * 100, reference="3")
+    samples = ScoredSamples(batch, [task] * n, ["3" * 500, "4", "3", "9" * 300],
+                            [Verdict(1.0, Status.CORRECT, "ok"), Verdict(0.0, Status.INCORRECT, "no"),
+                             Verdict(1.0, Status.CORRECT, "ok"), Verdict(0.0, Status.TIMEOUT, "slow")],
+                            [1.0, 0.0, 1.0, 0.0])
+    ctx = StageContext(None, verifier.tokenizer, None, Scoring("exact"), None, verifier.cfg)
+    out, metrics = verifier.run(samples, ctx, step=1)
+    assert out.rewards == samples.rewards  # no model_verifier term: the reward is the rule's
+    assert metrics["verifier/labelled"] == 3.0  # the timed-out answer is no label
+    assert 0.0 <= metrics["verifier/agreement"] <= 1.0 and math.isfinite(metrics["verifier/loss"])

@@ -78,7 +78,7 @@ CONTRASTIVE_TEMPLATE = "{prompt}{response} ref {reference} ok? "
 class VerifierOptions:
     """``algo.verifier_options`` (module docstring). ``rows_per_step`` 0 trains on every labelled answer, else on at
     most that many (drawn with a generator seeded by the run seed and the step); ``max_prompt_tokens`` keeps the last
-    tokens of a longer verifier prompt (its verdict cue)."""
+    tokens of a longer verifier prompt (its verdict cue), fewer where the model's context has less room."""
 
     template: str
     yes: str = "y"
@@ -336,10 +336,18 @@ class CotrainedVerifier(StepPart):
     def encode(self, samples: ScoredSamples) -> list[list[int]]:
         from rlvr.models import encode_prompt
 
-        limit = self.options.max_prompt_tokens
+        limit = self.prompt_limit()
         prompts = [encode_prompt(self.tokenizer, self.options.prompt(t.prompt, r, t.reference))
                    for t, r in zip(samples.tasks, samples.responses)]
         return [p[-limit:] for p in prompts]
+
+    def prompt_limit(self) -> int:
+        """The most prompt tokens the verifier reads: ``max_prompt_tokens``, and room left in its context for the
+        verdict, so a long answer is read by its end and never overflows the model."""
+        o = self.options
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        verdict = max(o.max_new_tokens, len(self.yes_ids), len(self.no_ids))
+        return max(1, min(o.max_prompt_tokens, context - verdict)) if context else o.max_prompt_tokens
 
     def run(self, samples: ScoredSamples, ctx: StageContext, step: int) -> tuple[ScoredSamples, dict[str, float]]:
         verdicts = outcome_verdicts(samples, ctx)
@@ -465,6 +473,7 @@ def _cotrained_verifier(cfg: Config, ctx: PartContext):
             raise ConfigError("reward.terms: a model_verifier term is scored by a co-trained verifier; set "
                               "algo.verifier_model (a model folder, or 'policy' to start from model.path)")
         return None
+    check_first_pass_readers(cfg)
     if cfg.cluster.async_rollouts:
         raise ConfigError("algo.verifier_model: the co-trained verifier reads and learns during collection, so it "
                           "cannot run with cluster.async_rollouts (set it to 0)")
@@ -474,6 +483,27 @@ def _cotrained_verifier(cfg: Config, ctx: PartContext):
     verifier = CotrainedVerifier(cfg, model, tokenizer)
     _BUILT[id(cfg)] = (weakref.ref(cfg), weakref.ref(verifier))
     return verifier
+
+
+def check_first_pass_readers(cfg: Config) -> None:
+    """Refuse what reads a step's rewards before the verifier's stage puts its scores in: DAPO's dynamic sampling on
+    the composed reward, or on verdicts that are the placeholder's (no term on the task verifier), and ReMax's
+    greedy baseline (scored by its own generation, which no stage sees)."""
+    from rlvr.algos import advantages
+
+    spec = _spec(cfg)
+    if not term.model_terms(spec):
+        return
+    if cfg.algo.dynamic_sampling:
+        metric = getattr(cfg.algo, "dynamic_sampling_metric", "score")
+        if metric == "reward" or not any(t.uses_task_verifier for t in spec.verifier_terms()):
+            raise ConfigError(
+                "algo.dynamic_sampling: it picks groups from the first scoring pass, before the co-trained verifier's "
+                "scores are in; with a model_verifier term use algo.dynamic_sampling_metric=score and a term on the "
+                "task verifier (e.g. {name: correct, verifier: task})")
+    if "baseline_rewards" in advantages.needs(cfg.algo.advantage):
+        raise ConfigError(f"algo.advantage={cfg.algo.advantage}: its greedy baseline is scored without the co-trained "
+                          "verifier, so a model_verifier term would be in the rewards and not in the baseline")
 
 
 def _spec(cfg: Config):
@@ -488,6 +518,14 @@ class VerifierStage(CollectionStage):
 
     def __init__(self, verifier: CotrainedVerifier):
         self.verifier = verifier
+
+    def prompt_limit(self) -> int:
+        """The most prompt tokens the verifier reads: ``max_prompt_tokens``, and room left in its context for the
+        verdict, so a long answer is read by its end and never overflows the model."""
+        o = self.options
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        verdict = max(o.max_new_tokens, len(self.yes_ids), len(self.no_ids))
+        return max(1, min(o.max_prompt_tokens, context - verdict)) if context else o.max_prompt_tokens
 
     def run(self, samples: ScoredSamples, ctx: StageContext, step: int) -> tuple[ScoredSamples, dict[str, float]]:
         return self.verifier.run(samples, ctx, step)
