@@ -68,6 +68,8 @@ class TwoTurnEnv(Environment[SayAction, PromptObservation, State]):
 class CountActionEnv(Environment[CountAction, PromptObservation, State]):
     """An action with an int field (text that is not a number is a malformed action): reward 1 for 4, then done."""
 
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
     def __init__(self):
         super().__init__()
         self._state = State(step_count=0)

@@ -79,6 +79,21 @@ def test_text_an_action_refuses_is_a_malformed_call_not_a_crash():
     assert samples.episodes[0]["malformed_calls"] == 0 and samples.rewards == [2.0]  # verifier 1 + environment 1
 
 
+@pytest.mark.parametrize("text, reward, malformed", [
+    ('{"count": 4}', 1.0, 0),
+    ('```json\n{"count": 4}\n```', 1.0, 0),
+    ('{"count": 3}', 0.0, 0),
+    ('{"count": "four"}', 0.0, 1),  # not the field's type
+    ('{"legs": 4}', 0.0, 1),  # not the action's field
+    ("[4]", 0.0, 1),  # not an object
+    ("four", 0.0, 1),  # not JSON
+])
+def test_json_actions_fill_an_action_of_any_fields(text, reward, malformed):
+    _, samples = _episodes(lambda prompt: text, reference="-", env="openenv_fixtures:CountActionEnv",
+                           action_format="json")
+    assert samples.components["env/openenv"] == [reward] and samples.episodes[0]["malformed_calls"] == malformed
+
+
 @pytest.mark.parametrize("env", ["RaisingEnv", "BadRewardEnv", "HangingEnv"])
 def test_an_environment_that_raises_returns_nan_or_hangs_ends_its_episode_not_the_run(env):
     start = time.monotonic()
@@ -101,6 +116,8 @@ def test_bad_options_are_one_line_errors(monkeypatch):
         make_env("openenv", base_url="http://127.0.0.1:9", connect_timeout_s=2)
     with pytest.raises(RuntimeError, match="ended the episode of task t at reset"):
         make_env("openenv", env="openenv_fixtures:EndsAtResetEnv").reset(Task("", None, "t"))
+    with pytest.raises(ValueError, match="option action_format must be one of text, json, got 'yaml'"):
+        make_env("openenv", env="openenv_fixtures:TwoTurnEnv", action_format="yaml")
     with pytest.raises(ValueError, match="bad env_options"):
         make_env("openenv", env="openenv_fixtures:TwoTurnEnv", no_such_option=1)
     monkeypatch.setitem(sys.modules, "openenv.core", None)  # the package missing
@@ -127,6 +144,23 @@ def test_a_server_session_per_episode_through_the_packages_client(openenv_server
     last = env.step("hi")
     assert last.done and last.answer == "hi" and last.rewards == {"openenv": pytest.approx(0.2)}
     env.close()
+
+
+def test_an_action_the_server_refuses_is_a_malformed_call():
+    from openenv_fixtures import CountAction, CountActionEnv, serve
+
+    url, server = serve(CountActionEnv, CountAction)
+    try:
+        for text, done, reward, malformed in [("4", True, 1.0, 0), ("four", True, 0.0, 1)]:
+            env = make_env("openenv", base_url=url)
+            assert env.action_field == "count"
+            env.reset(Task("", None, "t"))
+            step = env.step(text)  # the server validates: "4" is the number 4, "four" its VALIDATION_ERROR
+            assert step.done == done and step.rewards == {"openenv": reward}
+            assert step.info.get("malformed_calls", 0) == malformed
+            env.close()
+    finally:
+        server.should_exit = True
 
 
 def test_rlvr_train_through_an_openenv_server_receives_its_rewards(openenv_server, warm_model_dir, tmp_path):

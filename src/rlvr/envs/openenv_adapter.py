@@ -12,14 +12,17 @@ Two ways to reach one (exactly one of the options):
   episode opens its own session through the package's ``GenericEnvClient`` (a WebSocket), closed with the episode.
 
 What maps: the task's prompt (if any) then the reset observation's text open the conversation (one user message);
-the model's turn becomes the action's text field (``action_field``; by default the one field the action declares
-besides ``metadata``); each observation's text (``observation_field``; by default its one field besides ``done``,
+the model's turn becomes the action: with ``action_format: text`` (the default) its text is the action's text field
+(``action_field``; by default the one field the action declares besides ``metadata``), with ``action_format: json``
+it is the action itself, a JSON object (bare or in a fenced block) for an action of several fields; each
+observation's text (``observation_field``; by default its one field besides ``done``,
 ``reward`` and ``metadata``, else those fields as JSON) is the next ``observation_role`` message (attended to, never
 trained on); each step's ``reward`` is the reward part ``openenv`` (summed over the episode, logged as
 ``reward/env/openenv``, added to the task verifier's score); ``done`` ends the episode with the last turn as the
 answer. ``reset`` receives the option ``reset`` merged with the task's ``meta["reset"]`` (a seed, a split and index).
 
-Bad output is a verdict: text the action model refuses (a field of another type) ends the episode as a malformed
+Bad output is a verdict: an action the environment's Action model refuses (text for a number, JSON that is not an
+object of its fields), in this process or on the server (its ``VALIDATION_ERROR``), ends the episode as a malformed
 call; an environment that raises, answers a non-finite reward or outlives ``step_timeout_s`` ends its episode
 (``env_errors``). An in-process environment shares the trainer's process: one that may crash it belongs behind a
 server (``base_url``).
@@ -39,6 +42,7 @@ from rlvr.plugins import PluginError, import_user_module
 from rlvr.tasks.base import Prompt, Task
 
 DEFAULT_MAX_TURNS = 10
+ACTION_FORMATS = ("text", "json")
 RESERVED_OBSERVATION = ("done", "reward", "metadata")
 PART = "openenv"
 
@@ -101,6 +105,24 @@ def _reward(value: Any) -> float:
     return reward
 
 
+class _Malformed(Exception):
+    """The model's action does not fit the environment's Action model."""
+
+
+def _json_action(text: str) -> dict[str, Any]:
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    try:
+        action = json.loads(body)
+    except ValueError:
+        raise _Malformed("the action is not JSON") from None
+    if not isinstance(action, dict):
+        raise _Malformed("the action is not a JSON object")
+    return action
+
+
 def _call(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
     """``fn()`` on a daemon thread, waited for at most ``timeout_s`` (an environment that hangs ends its episode; its
     thread is left behind, blocked on nothing of ours)."""
@@ -134,7 +156,12 @@ class _Local:
         return _call(lambda: self.env.reset(**kwargs), self.timeout_s, "reset").model_dump()
 
     def step(self, action: dict[str, Any]) -> dict[str, Any]:
-        typed = self.action_cls.model_validate(action)  # a ValidationError is the model's malformed action
+        from pydantic import ValidationError
+
+        try:
+            typed = self.action_cls.model_validate(action)
+        except ValidationError as exc:
+            raise _Malformed(str(exc)) from None
         return _call(lambda: self.env.step(typed), self.timeout_s, "step").model_dump()
 
     def close(self) -> None:
@@ -160,7 +187,14 @@ class _Remote:
         return self._as_dict(self.client.reset(**kwargs))
 
     def step(self, action: dict[str, Any]) -> dict[str, Any]:
-        return self._as_dict(self.client.step(action))
+        from openenv.core.env_server import WSErrorCode
+
+        try:
+            return self._as_dict(self.client.step(action))
+        except RuntimeError as exc:  # the client's one exception for the server's error codes
+            if f"(code: {WSErrorCode.VALIDATION_ERROR.value})" in str(exc):
+                raise _Malformed(str(exc)) from None
+            raise
 
     def close(self) -> None:
         self.client.close()
@@ -182,7 +216,7 @@ def _schema_action_field(base_url: str, timeout_s: float) -> str:
 class OpenEnvEnv(Environment):
     def __init__(self, env: str | Callable[..., Any] | None = None, *, base_url: str | None = None,
                  env_options: dict[str, Any] | None = None, action: str | type | None = None,
-                 action_field: str | None = None, observation_field: str | None = None,
+                 action_field: str | None = None, action_format: str = "text", observation_field: str | None = None,
                  observation_role: str = "user", reset: dict[str, Any] | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_tokens: int = 0, step_timeout_s: float = 30.0,
                  connect_timeout_s: float = 10.0):
@@ -193,6 +227,10 @@ class OpenEnvEnv(Environment):
         if observation_role not in ("user", "tool"):
             raise ValueError(f"environment openenv: option observation_role must be 'user' or 'tool', "
                              f"got {observation_role!r}")
+        if action_format not in ACTION_FORMATS:
+            raise ValueError(f"environment openenv: option action_format must be one of {', '.join(ACTION_FORMATS)}, "
+                             f"got {action_format!r}")
+        self.action_format = action_format
         self.limits = Limits(max_turns, max_turn_tokens)
         self.observation_field = observation_field
         self.observation_role = observation_role
@@ -204,16 +242,18 @@ class OpenEnvEnv(Environment):
             if action_cls is None:
                 raise ValueError(f"environment openenv: {env!r} does not declare its Action class "
                                  "(Environment[MyAction, ...]); give the option action: module:MyAction")
-            self.action_field = action_field or _only_field(
-                [k for k in action_cls.model_fields if k != "metadata"], f"action {action_cls.__name__}",
-                "action_field")
+            if action_format == "text" and action_field is None:
+                action_field = _only_field([k for k in action_cls.model_fields if k != "metadata"],
+                                           f"action {action_cls.__name__}", "action_field")
             self.session = _Local(factory, action_cls, dict(env_options or {}), step_timeout_s)
         else:
             if env_options:
                 raise ValueError("environment openenv: env_options build an in-process env; a server (base_url) "
                                  "is configured where it runs")
-            self.action_field = action_field or _schema_action_field(base_url, connect_timeout_s)
+            if action_format == "text" and action_field is None:
+                action_field = _schema_action_field(base_url, connect_timeout_s)
             self.session = _Remote(base_url, step_timeout_s, connect_timeout_s)
+        self.action_field = action_field
 
     def reset(self, task: Task) -> Prompt:
         kwargs = {**self.reset_options, **dict(task.meta.get("reset") or {})}
@@ -231,12 +271,11 @@ class OpenEnvEnv(Environment):
         return messages
 
     def step(self, assistant: str) -> Step:
-        from pydantic import ValidationError
-
         try:
-            observation = self.session.step({self.action_field: assistant})
-        except ValidationError:  # the text does not fit the action's field: the model's malformed action
-            return Step(done=True, answer=assistant, info={"malformed_calls": 1})
+            action = _json_action(assistant) if self.action_format == "json" else {self.action_field: assistant}
+            observation = self.session.step(action)
+        except _Malformed:
+            return Step(rewards={PART: 0.0}, done=True, answer=assistant, info={"malformed_calls": 1})
         rewards = {PART: _reward(observation.get("reward"))}
         if observation.get("done"):
             return Step(rewards=rewards, done=True, answer=assistant)
