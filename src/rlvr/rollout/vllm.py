@@ -296,7 +296,10 @@ class VLLMEngine:
         else:
             self._take_turn()
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], params: SamplingParams, images=None) -> RolloutBatch:
+        if images is not None and any(images):
+            raise UserError("rollout.engine=vllm does not take images yet (tasks with images): its LLaVA and Qwen2-VL "
+                            "models need torchvision, which rlvr does not install; use rollout.engine=hf")
         expanded = [p for p in prompts for _ in range(params.n)]
         longest = max((len(p) for p in expanded), default=0)
         if longest + params.max_new_tokens > self.max_model_len:
