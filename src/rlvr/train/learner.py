@@ -11,7 +11,9 @@ This is PPO's update structure (Schulman et al., 2017, Algorithm 1: K epochs of 
 as DAPO (16 updates per rollout batch), GSPO (several mini-batches), verl (ppo_epochs, ppo_mini_batch_size) and TRL
 (num_iterations, steps_per_generation) run it. The ratio is taken against the trainer's own old log-probs: they
 come from a forward pass before the first update whenever the engine's log-probs may differ from the trainer's,
-there is more than one update, or a part needs them (TIS); otherwise the engine's log-probs serve.
+there is more than one update, or a part needs them (TIS); otherwise the engine's log-probs serve. That forward is
+taken last, after the advantages, and only of the rows that can have a gradient (``rows_needing_gradients``), unless
+a part or the estimator reads the old log-probs before then (which computes them for every row, as they read them).
 """
 
 from __future__ import annotations
@@ -57,6 +59,31 @@ class Experience:
     @property
     def size(self) -> int:
         return self.batch.size
+
+    def defer_old_logp(self, every_row: Callable[[], torch.Tensor]) -> None:
+        """Leave ``old_logp`` to be computed later: reading it before ``resolve_old_logp`` computes it for every row
+        with ``every_row()`` (so a part that reads it while shaping gets what it always got)."""
+        self.__dict__.pop("old_logp", None)
+        self.__dict__["_pending_old_logp"] = every_row
+
+    def resolve_old_logp(self, rows: torch.Tensor, of_rows: Callable[[torch.Tensor], torch.Tensor]) -> bool:
+        """If ``old_logp`` is still pending: ``of_rows(rows)`` for ``rows``, the engine's log-probs elsewhere (rows no
+        loss reads). False when nothing was pending (it had been computed for every row)."""
+        if self.__dict__.pop("_pending_old_logp", None) is None:
+            return False
+        old = self.batch.logprobs.clone()
+        if len(rows):
+            old[rows] = of_rows(rows).to(old.dtype)
+        self.old_logp = old
+        return True
+
+    def __getattr__(self, name: str):  # only reached while old_logp is pending (it is then absent from __dict__)
+        pending = self.__dict__.get("_pending_old_logp")
+        if name != "old_logp" or pending is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        del self.__dict__["_pending_old_logp"]
+        self.old_logp = pending()
+        return self.old_logp
 
 
 def updates_per_batch(cfg: Config, rows: int) -> tuple[int, int]:
@@ -196,12 +223,16 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
         norm_length=cfg.algo.norm_length or cfg.rollout.max_new_tokens,
         process_rewards=batch.step_rewards, step_end=batch.step_end, loss_inputs=provenance.kind_flags(batch.row_kind),
     )
-    if not old_from_rollout:
+
+    def old_logp_of(rows: torch.Tensor) -> torch.Tensor:
         was_training = model.training
         model.eval()
-        exp.old_logp = forward_rows(model, behaviour_view(batch), every, cfg, group).logp
+        logp = forward_rows(model, behaviour_view(batch), rows, cfg, group).logp
         model.train(was_training)
-        exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp, batch.logprobs, batch.loss_mask))
+        return logp
+
+    if not old_from_rollout:
+        exp.defer_old_logp(lambda: old_logp_of(every))
     if "values" in needs:
         exp.old_values = next(v for p in parts.values() if (v := p.old_values(model, batch, cfg)) is not None)
     if "ref_logp" in needs:
@@ -210,6 +241,12 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
         exp.metrics.update(part.shape(exp))
     adv_rewards, kwargs = estimator_inputs(exp, parts, cfg, baseline_rewards, task_ids)
     exp.advantages = advantages.compute(cfg.algo.advantage, adv_rewards, batch.group_index, batch.response_mask, **kwargs)
+    if not old_from_rollout:
+        # rows whose loss and gradient are exactly zero never read their old log-probs: no forward for them
+        trained = rows_needing_gradients(exp, parts, cfg)
+        computed = trained if exp.resolve_old_logp(trained, old_logp_of) else every
+        exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp[computed], batch.logprobs[computed],
+                                                      batch.loss_mask[computed]))
     return exp
 
 
