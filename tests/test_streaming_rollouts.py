@@ -57,8 +57,9 @@ def test_a_continued_response_samples_from_the_prompt_and_its_prefix():
         ids = prompt + a.tokens + b.tokens
         with torch.no_grad():
             logits = model(input_ids=torch.tensor([ids])).logits[0].float()
-        expected = torch.log_softmax(logits, -1)[len(prompt) - 1:-1].gather(-1, torch.tensor(ids[len(prompt):])[:, None])
-        assert torch.allclose(torch.tensor(a.logprobs + b.logprobs), expected.squeeze(-1), atol=1e-4)
+        sampled = torch.tensor(ids[len(prompt):])[:, None]
+        expected = torch.log_softmax(logits, -1)[len(prompt) - 1:-1].gather(-1, sampled).squeeze(-1)
+        assert torch.allclose(torch.tensor(a.logprobs + b.logprobs), expected, atol=1e-4)
 
 
 def test_continue_rows_refuses_what_it_cannot_continue():
@@ -183,6 +184,24 @@ def test_a_finished_group_that_waited_too_long_is_dropped_not_trained(tmp_path):
     assert all(m["staleness_max"] <= 2 for _, m in steps)
 
 
+class SilentPool(ScriptedPool):
+    """Every other row's chunk comes back without tokens (an engine that stopped at once)."""
+
+    def submit_chunks(self, prompts, prefixes, budgets, params, seed):
+        pieces = super().submit_chunks(prompts, prefixes, budgets, params, seed)
+        return [Piece([], [], [], False) if i % 2 else p for i, p in enumerate(pieces)]
+
+
+def test_a_chunk_without_tokens_ends_its_response_instead_of_stalling_the_stream(tmp_path):
+    run = scripted_run(tmp_path, staleness=2, steps=3)
+    run.engine = SilentPool(run.tokenizer.eos_token_id)
+    steps = drive(run, StreamingRollouts(run), 1, 3)
+    for samples, metrics in steps:
+        lengths = samples.batch.response_mask.sum(-1)
+        assert (lengths == 0).any() and not samples.batch.truncated[lengths == 0].any()
+        assert metrics["staleness_max"] <= 2
+
+
 def test_resumed_from_its_checkpointed_state_the_stream_continues_identically(tmp_path):
     """The in-flight state is checkpointed: a collector rebuilt from a pickled state_dict (and the sampler's state)
     after step 5 yields the same batches, versions and metrics for steps 6-10 as the uninterrupted one."""
@@ -202,7 +221,8 @@ def test_resumed_from_its_checkpointed_state_the_stream_continues_identically(tm
     resumed.load_state_dict(state["stream"])
     rest = drive(resumed_run, resumed, 6, 10)
     for (a, ma), (b, mb) in zip(whole[5:], rest):
-        assert torch.equal(a.batch.response_ids, b.batch.response_ids) and torch.equal(a.batch.logprobs, b.batch.logprobs)
+        assert torch.equal(a.batch.response_ids, b.batch.response_ids)
+        assert torch.equal(a.batch.logprobs, b.batch.logprobs)
         assert [t.id for t in a.tasks] == [t.id for t in b.tasks] and ma == mb
     assert (tmp_path / "whole" / VERSIONS_FILE).read_text() == (tmp_path / "cut" / VERSIONS_FILE).read_text()
 
@@ -244,9 +264,9 @@ TIMING = {"time_s", "tokens_per_s", "reward_latency_p50_ms", "reward_latency_p99
 def _command(model, out):
     """One-digit sums answer in 2-3 tokens (digits, end-of-sequence): with 4 new tokens at most and K=2, a round
     advances a response by 2 tokens, so two-digit answers are continued across a weight update."""
-    return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"), f"model.path={model}",
-            f"train.out={out}", "data.train=arithmetic:train:digits=1", "data.prompts_per_step=8",
-            "rollout.group_size=4", "rollout.max_new_tokens=4", f"train.steps={STEPS}", "train.save_every=2",
+    return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
+            f"model.path={model}", f"train.out={out}", "data.train=arithmetic:train:digits=1",
+            "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=4", f"train.steps={STEPS}", "train.save_every=2",
             "train.lr=1e-3", "train.progress=false", *STREAMING]
 
 

@@ -40,7 +40,8 @@ def continue_rows(engine, prompts: list[list[int]], prefixes: list[list[int]], b
     engine's current weights and ``params``' temperature, top-p and top-k. Rows with the same budget share one
     engine call (in their order), so the work of a chunk is one batched generation per distinct budget."""
     if not (len(prompts) == len(prefixes) == len(budgets)):
-        raise ValueError(f"{len(prompts)} prompts, {len(prefixes)} prefixes and {len(budgets)} budgets: one each per row")
+        raise ValueError(f"{len(prompts)} prompts, {len(prefixes)} prefixes and {len(budgets)} budgets: "
+                         "one each per row")
     if params.temperature_schedule is not None:
         raise ValueError("a temperature schedule (EAD) samples by position in the response and cannot be continued "
                          "in chunks; turn off cluster.partial_rollouts or rollout.temperature_schedule")

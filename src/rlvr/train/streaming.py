@@ -119,8 +119,9 @@ class Response:
         self.logprobs += piece.logprobs
         self.entropy += piece.entropy
         self.versions += [version] * len(piece.tokens)
-        self.done = piece.finished or len(self.tokens) >= max_new_tokens
-        self.truncated = not piece.finished and self.done
+        # a chunk without tokens (an engine that stopped at once) ends the response as an end-of-sequence would
+        self.done = piece.finished or not piece.tokens or len(self.tokens) >= max_new_tokens
+        self.truncated = not piece.finished and bool(piece.tokens) and self.done
 
 
 @dataclass
@@ -222,6 +223,8 @@ class StreamingRollouts:
 
     # --- a step --------------------------------------------------------------------------------------------------
     def take(self, step: int) -> tuple[ScoredSamples, dict[str, Any], None]:
+        """The step's samples: the oldest ``prompts_per_step`` finished groups (rounds run now, with the step's
+        weights, until that many have finished), their staleness metrics; then the next round is submitted."""
         version = step - 1  # the weights are sent once per step, after its update
         self.last_step = step
         self.settle()
@@ -268,11 +271,11 @@ class StreamingRollouts:
         with path.open("a") as f:
             for group_index, group in enumerate(groups):
                 for response in group.responses:
+                    oldest = min(response.versions, default=version)
                     f.write(json.dumps({"step": step, "learner_version": version, "group": group_index,
-                                        "task_id": group.task.id, "policy_version": min(response.versions),
-                                        "newest_version": max(response.versions),
-                                        "staleness": version - min(response.versions),
-                                        "tokens": len(response.tokens)}) + "\n")
+                                        "task_id": group.task.id, "policy_version": oldest,
+                                        "newest_version": max(response.versions, default=version),
+                                        "staleness": version - oldest, "tokens": len(response.tokens)}) + "\n")
 
     # --- checkpoint ----------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -294,11 +297,11 @@ def staleness_metrics(groups: list[Group], version: int) -> dict[str, float]:
     """Per step: the rows' staleness (learner version minus the row's oldest token version), mean and max, the
     tokens' mean, and the share of rows whose tokens came from more than one version (continued across an update)."""
     rows = [r for g in groups for r in g.responses]
-    row_staleness = [version - min(r.versions) for r in rows]
+    row_staleness = [version - min(r.versions, default=version) for r in rows]
     token_staleness = [version - v for r in rows for v in r.versions]
     return {"staleness_mean": sum(row_staleness) / len(rows), "staleness_max": max(row_staleness),
             "staleness_token_mean": sum(token_staleness) / max(len(token_staleness), 1),
-            "partial_rows_frac": sum(min(r.versions) != max(r.versions) for r in rows) / len(rows)}
+            "partial_rows_frac": sum(len(set(r.versions)) > 1 for r in rows) / len(rows)}
 
 
 def assemble(groups: list[Group], pad_id: int, device: torch.device | str = "cpu") -> RolloutBatch:
