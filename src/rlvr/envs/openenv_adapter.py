@@ -15,9 +15,8 @@ What maps: the task's prompt (if any) then the reset observation's text open the
 the model's turn becomes the action: with ``action_format: text`` (the default) its text is the action's text field
 (``action_field``; by default the one field the action declares besides ``metadata``), with ``action_format: json``
 it is the action itself, a JSON object (bare or in a fenced block) for an action of several fields; each
-observation's text (``observation_field``; by default its one field besides ``done``,
-``reward`` and ``metadata``, else those fields as JSON) is the next ``observation_role`` message (attended to, never
-trained on); each step's ``reward`` is the reward part ``openenv`` (summed over the episode, logged as
+observation's text (``observation_field``; by default its one field besides ``done``, ``reward`` and ``metadata``,
+else those fields as JSON) is the next ``observation_role`` message (attended to, never trained on); each step's ``reward`` is the reward part ``openenv`` (summed over the episode, logged as
 ``reward/env/openenv``, added to the task verifier's score); ``done`` ends the episode with the last turn as the
 answer. ``reset`` receives the option ``reset`` merged with the task's ``meta["reset"]`` (a seed, a split and index).
 
