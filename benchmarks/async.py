@@ -1,15 +1,15 @@
 """Synchronous, one-step-off and streaming+partial rollouts on the Ray backend, with a long tail of response lengths:
 seconds per step, tokens per second and the reward curves side by side, and a model of the gain at more workers.
 
-    python benchmarks/async.py [--steps 12] [--workers 1] [--modes sync,one_off,stream_k1,stream_k2]
-                               [--workdir DIR] [--json OUT.json] [--timeout 900]
+    python benchmarks/async.py [--steps 12] [--workers 1] [--modes sync,one_off,stream_k1,stream_k2] [--lr 3e-4]
+                               [--scales 8,64] [--workdir DIR] [--json OUT.json] [--timeout 900]
 
 The workload: a tiny Llama-family model (hidden 128, 2 layers, character vocabulary) fine-tuned for a few seconds
 to answer one-digit sums and then, for a minority of its answers, to keep writing filler: 60% of the training
 answers end at once, 25% after 1-6 filler characters and 15% after 30-60, so a step's sampled lengths have a long
 tail (a group is as slow as its longest response). RL: the arithmetic task scored by the ``numeric`` verifier
-(the filler does not hide the number), 8 prompts x 4 samples per step, at most 64 new tokens, the same seed in
-every mode. Modes (each a `rlvr train` run with ``cluster.backend=ray``, one learner, ``--workers`` rollout
+(the filler does not hide the number), 8 prompts x 4 samples per step, at most 64 new tokens, train.lr --lr, the
+same seed in every mode. Modes (each a `rlvr train` run with ``cluster.backend=ray``, one learner, ``--workers`` rollout
 workers): ``sync`` (collect, then update), ``one_off`` (``cluster.async_rollouts=1``), ``stream_k1`` and
 ``stream_k2`` (``cluster.partial_rollouts=true``, ``cluster.max_staleness`` 1 and 2). The off-policy modes use
 truncated importance sampling (``algo.tis_cap=2``).
@@ -82,23 +82,23 @@ def build_model(workdir: Path) -> Path:
     return path
 
 
-def train_command(model: Path, out: Path, mode: str, steps: int, workers: int) -> list[str]:
+def train_command(model: Path, out: Path, mode: str, steps: int, workers: int, lr: float) -> list[str]:
     return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
             f"model.path={model}", f"train.out={out}", "train.overwrite=true", "data.train=arithmetic:train:digits=1",
             "data.verifier=numeric", f"data.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}",
-            f"rollout.max_new_tokens={MAX_NEW}", f"train.steps={steps}", "train.save_every=0", "train.lr=3e-4",
+            f"rollout.max_new_tokens={MAX_NEW}", f"train.steps={steps}", "train.save_every=0", f"train.lr={lr:g}",
             f"train.log_samples={PROMPTS * GROUP}",
             "train.seed=0", "train.progress=false", "cluster.backend=ray", "cluster.learners=1",
             f"cluster.rollout_workers={workers}", *MODES[mode]]
 
 
-def run_mode(model: Path, workdir: Path, mode: str, steps: int, workers: int, timeout: float) -> dict:
+def run_mode(model: Path, workdir: Path, mode: str, steps: int, workers: int, lr: float, timeout: float) -> dict:
     out = workdir / f"run-{mode}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     started = time.perf_counter()
     try:
-        done = subprocess.run(train_command(model, out, mode, steps, workers), env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(train_command(model, out, mode, steps, workers, lr), env=env, capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"mode": mode, "failed": f"over --timeout {timeout:g}s"}
     if done.returncode != 0:
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--scales", default="8,64", help="rollout worker counts to model")
     parser.add_argument("--window", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=3e-4, help="train.lr of every mode")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=900)
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(workdir)
     results = {}
     for mode in args.modes.split(","):
-        results[mode] = run_mode(model, workdir, mode, args.steps, args.workers, args.timeout)
+        results[mode] = run_mode(model, workdir, mode, args.steps, args.workers, args.lr, args.timeout)
         print(f"{mode}: {json.dumps({k: v for k, v in results[mode].items() if k != 'reward'})}", file=sys.stderr)
     table = []
     if "sync" in results and "failed" not in results["sync"]:
