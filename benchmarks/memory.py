@@ -2,6 +2,7 @@
 GRPOTrainer with the same PEFT config, in one run.
 
     python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR] [--configs full,lora,...]
+                                [--lora-sampling merged]
 
 The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
 saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 25m: hidden
@@ -9,7 +10,8 @@ saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560,
 4 samples, exactly 256 new tokens (no response ends early: rlvr's engine is given an end id the model cannot
 sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
 term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
-1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder.
+1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder; rlvr samples the LoRA
+policy as --lora-sampling says (model.lora.sampling: merged, the default here, or adapters).
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
 ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
@@ -121,14 +123,14 @@ def build_workload(workdir: Path, size: str) -> tuple[Path, Path]:
 
 
 def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path, *, lora: bool,
-                 checkpointing: bool) -> list[str]:
+                 checkpointing: bool, lora_sampling: str = "merged") -> list[str]:
     return [
         sys.executable, "-m", "rlvr.cli", "train", "/dev/null",
         f"model.path={model_dir}", f"data.train={data}", "data.verifier=exact",
         "data.verifier_options={first_line: true}", f"data.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}",
         f"rollout.max_new_tokens={RESPONSE}", "rollout.temperature=1.0", f"algo.kl_coef={KL}", f"train.lr={LR}",
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
-        f"train.out={out}", f"model.lora={json.dumps(LORA) if lora else 'null'}",
+        f"train.out={out}", f"model.lora={json.dumps({**LORA, 'sampling': lora_sampling}) if lora else 'null'}",
         f"train.gradient_checkpointing={str(checkpointing).lower()}", "train.overwrite=true",
     ]
 
@@ -175,6 +177,8 @@ def main() -> None:
     parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
+    parser.add_argument("--lora-sampling", default="merged", choices=("merged", "adapters"),
+                        help="how rlvr samples a LoRA policy (model.lora.sampling)")
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.prepare:
@@ -195,7 +199,8 @@ def main() -> None:
     settings = {"lora": LORA, "prompts": PROMPTS, "group": GROUP, "response": RESPONSE, "kl": KL, "lr": LR}
     print(f"{info['versions']}; "
           f"{params / 1e6:.1f}M parameters; {PROMPTS}x{GROUP} responses of {RESPONSE} tokens per step; KL {KL}; "
-          f"LoRA r={LORA['r']} alpha={LORA['alpha']} on {len(LORA['target_modules'])} projections; "
+          f"LoRA r={LORA['r']} alpha={LORA['alpha']} on {len(LORA['target_modules'])} projections "
+          f"(rlvr samples it {args.lora_sampling}); "
           f"{args.threads} threads; {args.steps} steps, s/step = mean after the first")
     baselines = {trainer: measured([sys.executable, "-c", imports], args.threads)[0] for trainer, imports in (
         ("rlvr", "import torch, transformers, peft, rlvr.cli, rlvr.train.loop"),
@@ -208,7 +213,8 @@ def main() -> None:
         name, trainer, lora, checkpointing = CONFIGS[key]
         out = workdir / name.replace(" ", "-").replace("+", "and")
         if trainer == "rlvr":
-            cmd = rlvr_command(model_dir, data, args.steps, args.threads, out, lora=lora, checkpointing=checkpointing)
+            cmd = rlvr_command(model_dir, data, args.steps, args.threads, out, lora=lora, checkpointing=checkpointing,
+                               lora_sampling=args.lora_sampling)
         else:
             out.mkdir(parents=True, exist_ok=True)
             cmd = [sys.executable, str(script), str(model_dir), str(data), str(args.steps), str(args.threads),

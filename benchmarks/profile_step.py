@@ -3,6 +3,7 @@ benchmarks/memory.py (LoRA + gradient checkpointing, one update, GRPO's KL term)
 (DAPO's structure: 4 mini-batch updates per rollout batch).
 
     python benchmarks/profile_step.py --regime lora-ckpt [--size 100m] [--steps 2] [--threads 1] [--ops 12]
+                                      [--lora-sampling merged]
     python benchmarks/profile_step.py --regime dapo [--size 25m] [--steps 4] [--threads 1]
 
 The run is ``rlvr train`` with exactly the options the two benchmarks give it, in this process; the steps after
@@ -30,12 +31,13 @@ def _benchmark(name: str):
     return module
 
 
-def _command(regime: str, size: str, steps: int, threads: int, workdir: Path) -> list[str]:
+def _command(regime: str, size: str, steps: int, threads: int, workdir: Path, lora_sampling: str) -> list[str]:
     """The ``rlvr train`` command line the regime's benchmark runs."""
     if regime == "lora-ckpt":
         memory = _benchmark("memory")
         model_dir, data = memory.build_workload(workdir, size)
-        return memory.rlvr_command(model_dir, data, steps, threads, workdir / "run", lora=True, checkpointing=True)
+        return memory.rlvr_command(model_dir, data, steps, threads, workdir / "run", lora=True, checkpointing=True,
+                                   lora_sampling=lora_sampling)
     vs_trl = _benchmark("vs_trl")
     model_dir, data = vs_trl.build_workload(workdir, size)
     return vs_trl.rlvr_command(model_dir, data, steps, threads, workdir / "run", vs_trl.STRUCTURES["dapo"])
@@ -89,6 +91,8 @@ def main() -> None:
     parser.add_argument("--size", help="model size (default: 100m for lora-ckpt, 25m for dapo)")
     parser.add_argument("--steps", type=int, default=None, help="steps run; all but the first are profiled")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lora-sampling", default="merged", choices=("merged", "adapters"),
+                        help="lora-ckpt: how the LoRA policy is sampled (model.lora.sampling)")
     parser.add_argument("--ops", type=int, default=12, help="operators listed after the phases")
     parser.add_argument("--workdir", help="where the model, data and run go (default: a temporary folder)")
     args = parser.parse_args()
@@ -96,7 +100,7 @@ def main() -> None:
     steps = args.steps or (2 if args.regime == "lora-ckpt" else 4)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-profile-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    cmd = _command(args.regime, size, steps, args.threads, workdir)
+    cmd = _command(args.regime, size, steps, args.threads, workdir, args.lora_sampling)
     config_path, overrides = cmd[4], [*cmd[5:], "train.overwrite=true"]
 
     import torch
@@ -129,7 +133,8 @@ def main() -> None:
     profiled = steps - 1
     events = {e.key: e for e in profiler.key_averages()}
     total = events["step"].cpu_time_total / 1e6 / profiled
-    print(f"regime {args.regime}, model {size}, {args.threads} thread(s); {profiled} profiled step(s); "
+    sampled = f", LoRA sampled {args.lora_sampling}" if args.regime == "lora-ckpt" else ""
+    print(f"regime {args.regime}{sampled}, model {size}, {args.threads} thread(s); {profiled} profiled step(s); "
           f"seconds per step, inclusive")
     print(f"{'phase':<52} {'s/step':>8} {'share':>6} {'calls/step':>10}")
     for label, indent, _, _ in PHASES + [("Optimizer.step#AdamW.step", 2, None, None)]:  # torch's own range

@@ -6,7 +6,11 @@ and trains h = W0 x + (alpha / r) B A x with A in R^{r x k}, B in R^{d x r} and 
 adapted model begins as the base model. With the adapter disabled the same weights compute the base model,
 which is the KL reference of an RL run: no second copy of the model is held in memory.
 
-``model.lora`` = null or {r, alpha, dropout, target_modules}; peft is the ``lora`` extra.
+``model.lora`` = null or {r, alpha, dropout, target_modules, sampling}; peft is the ``lora`` extra. ``sampling``
+says how the hf engine's lean decoder samples the policy (rollout/llama_decoder.py): ``adapters`` (the default) from
+W0 and the adapter's own tensors, with no copy; ``merged`` from a fused, packed copy of W0 + (alpha / r) B A built
+once per generate call, which costs one more copy of the adapted weights while sampling and samples about twice as
+fast.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ import torch
 
 from rlvr.errors import UserError
 
-LORA_KEYS = {"r": int, "alpha": (int, float), "dropout": (int, float), "target_modules": (list, str)}
-LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"}
+LORA_KEYS = {"r": int, "alpha": (int, float), "dropout": (int, float), "target_modules": (list, str), "sampling": str}
+LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear",
+                                 "sampling": "adapters"}
+LORA_SAMPLING = ("merged", "adapters")  # how the lean decoder samples a LoRA policy (module docstring)
+SAMPLING_ATTRIBUTE = "rlvr_lora_sampling"  # where a wrapped model carries its ``sampling`` choice
 ADAPTER_CONFIG = "adapter_config.json"
 
 
@@ -44,10 +51,14 @@ def lora_problem(spec: Any) -> str | None:
     unknown = sorted(set(spec) - set(LORA_KEYS))
     if unknown:
         return f"unknown key(s) {', '.join(unknown)}; known: {', '.join(LORA_KEYS)}"
+    expected = {"target_modules": "a list of module names or a string",
+                "sampling": f"one of {', '.join(LORA_SAMPLING)}"}
     for key, kinds in LORA_KEYS.items():
         if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], kinds)):
-            return f"{key}: expected {'a list of module names or a string' if key == 'target_modules' else 'a number'}"
+            return f"{key}: expected {expected.get(key, 'a number')}"
     merged = {**LORA_DEFAULTS, **spec}
+    if merged["sampling"] not in LORA_SAMPLING:
+        return f"sampling: expected one of {', '.join(LORA_SAMPLING)}, got {merged['sampling']!r}"
     if merged["r"] < 1:
         return f"r: expected >= 1, got {merged['r']}"
     if merged["alpha"] <= 0:
@@ -70,7 +81,8 @@ def _quiet():
 
 
 def lora_config(spec: dict[str, Any]):
-    """PEFT's LoraConfig for a ``model.lora`` mapping (defaults: r=8, alpha=16, dropout=0, all linear layers)."""
+    """PEFT's LoraConfig for a ``model.lora`` mapping (defaults: r=8, alpha=16, dropout=0, all linear layers);
+    ``sampling`` is rlvr's, not PEFT's (``apply_lora`` puts it on the model)."""
     peft = require_peft()
     merged = {**LORA_DEFAULTS, **spec}
     return peft.LoraConfig(r=int(merged["r"]), lora_alpha=merged["alpha"], lora_dropout=float(merged["dropout"]),
@@ -79,19 +91,30 @@ def lora_config(spec: dict[str, Any]):
 
 def apply_lora(model: torch.nn.Module, spec: dict[str, Any], base_path: str | Path) -> torch.nn.Module:
     """The model wrapped with a fresh trainable adapter; only the adapter's parameters require gradients. The
-    adapter records ``base_path`` (absolute) so AutoPeftModelForCausalLM can load a checkpoint on its own."""
+    adapter records ``base_path`` (absolute) so AutoPeftModelForCausalLM can load a checkpoint on its own; the
+    wrapped model carries ``spec``'s ``sampling`` choice for the sampler."""
     peft = require_peft()
     with _quiet():
         wrapped = peft.get_peft_model(model, lora_config(spec))
     wrapped.peft_config["default"].base_model_name_or_path = str(Path(base_path).resolve())
+    setattr(wrapped, SAMPLING_ATTRIBUTE, {**LORA_DEFAULTS, **spec}["sampling"])
     return wrapped
 
 
-def load_adapter(model: torch.nn.Module, checkpoint: str | Path, *, trainable: bool = True) -> torch.nn.Module:
-    """The base ``model`` with the adapter saved in ``checkpoint`` (trainable to continue a run)."""
+def load_adapter(model: torch.nn.Module, checkpoint: str | Path, *, trainable: bool = True,
+                 sampling: str | None = None) -> torch.nn.Module:
+    """The base ``model`` with the adapter saved in ``checkpoint`` (trainable to continue a run), sampled as
+    ``sampling`` says (None: the default, LORA_DEFAULTS)."""
     peft = require_peft()
     with _quiet():
-        return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=trainable)
+        wrapped = peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=trainable)
+    setattr(wrapped, SAMPLING_ATTRIBUTE, sampling or LORA_DEFAULTS["sampling"])
+    return wrapped
+
+
+def lora_sampling(model) -> str:
+    """How the sampler samples ``model``'s adapters: its ``sampling`` choice, or the default."""
+    return getattr(model, SAMPLING_ATTRIBUTE, None) or LORA_DEFAULTS["sampling"]
 
 
 def is_adapter_folder(path: str | Path) -> bool:

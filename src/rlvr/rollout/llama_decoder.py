@@ -15,10 +15,16 @@ than the default, a sliding window shorter than the call reaches), and models ab
 weights are a per-call copy), are sampled through the model's own forward (``LlamaDecoder.supports``).
 
 A model with LoRA adapters (PEFT) is sampled with its CURRENT adapters, read when the decoder is built (each generate
-call), so sampling after an update uses the update. An adapted projection computes W0 x + (alpha / r) B (A x) (Hu et
-al., 2021, Eq. 3) from the frozen W0 and the adapter's own tensors, as PEFT's forward does, so sampling a LoRA policy
-copies no weight matrix: the memory a LoRA run saves is not spent again on a fused sampling copy. Projections of a
-model without adapters are fused and packed as above (a copy that holds only the packed form).
+call), so sampling after an update uses the update, in one of two ways (``model.lora.sampling``, rlvr.models.lora):
+- ``merged``: each projection's W = W0 + (alpha / r) B A (Hu et al., 2021, Eq. 3) is fused and packed as
+  for a model without adapters. The copy costs the adapted weights' size once more while the call runs (it is freed
+  with the decoder); each token then runs the fused path's few large products instead of five small ones more per
+  projection (measured about twice as fast per token on a CPU, docs/performance.md). Only float32 weights are merged:
+  W0 + BA rounded to bfloat16 would lose most of the adapter's delta, so lower precisions sample as ``adapters``.
+- ``adapters`` (the default): an adapted projection computes W0 x + (alpha / r) B (A x) from the frozen W0 and the
+  adapter's own tensors, as PEFT's forward does, so no weight matrix is copied: the memory a LoRA run saves is not
+  spent again.
+Projections of a model without adapters are fused and packed as above (a copy that holds only the packed form).
 """
 
 from __future__ import annotations
@@ -95,16 +101,17 @@ def _live_adapter(module) -> bool:
             and any(name in module.lora_A for name in module.active_adapters))
 
 
-def _projection(module):
-    """What a linear layer computes with: its weight, or for a layer with a live adapter a _LowRank (no copy)."""
-    return _LowRank(module) if _live_adapter(module) else _weight(module)
+def _projection(module, copies: bool):
+    """What a linear layer computes with: its weight (with ``copies``, merged with its adapters), or for a layer
+    with a live adapter a _LowRank (no copy)."""
+    return _LowRank(module) if _live_adapter(module) and not copies else _weight(module)
 
 
 def _fused(modules: list, copies: bool):
     """One matrix for projections that read the same input (a copy, packed later), or, without ``copies``, the
     projections kept apart so that no weight is copied."""
     if not copies:
-        return _Split([_projection(m) for m in modules])
+        return _Split([_projection(m, copies) for m in modules])
     return torch.cat([_weight(m) for m in modules])
 
 
@@ -134,9 +141,19 @@ def _weight(module) -> torch.Tensor:
 _ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
 
+def _merges_adapters(model, inner, lora: str | None) -> bool:
+    """Whether the live adapters are sampled from a merged copy (``lora`` None: the model's own choice)."""
+    from rlvr.models.lora import lora_sampling
+
+    return (lora or lora_sampling(model)) == "merged" and all(
+        m.base_layer.weight.dtype == torch.float32 for m in inner.modules() if _live_adapter(m))
+
+
 class LlamaDecoder:
-    def __init__(self, model, rows: int, max_len: int):
-        model = _unwrap(model)
+    def __init__(self, model, rows: int, max_len: int, *, lora: str | None = None):
+        """A decoder for ``rows`` sequences of at most ``max_len`` positions; ``lora`` ("merged" or "adapters", None:
+        the model's ``model.lora.sampling``) says how live LoRA adapters are sampled (module docstring)."""
+        wrapper, model = model, _unwrap(model)
         cfg = model.config
         inner = model.model
         family = family_of(cfg)
@@ -158,8 +175,8 @@ class LlamaDecoder:
         self.lm_head = _weight(model.lm_head)
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
-        # a model with live adapters is sampled from its own tensors; others through fused, packed copies
-        copies = not any(_live_adapter(m) for m in inner.modules())
+        # fused, packed copies (of W0 + BA where adapters are live and merged), or a LoRA model's own tensors
+        copies = not any(_live_adapter(m) for m in inner.modules()) or _merges_adapters(wrapper, inner, lora)
         self.layers, self.attention_extras = [], []
         for layer in inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
@@ -168,10 +185,10 @@ class LlamaDecoder:
             self.layers.append((
                 norm(layer.input_layernorm.weight),
                 _fused(qkv, copies),
-                _projection(attn.o_proj),
+                _projection(attn.o_proj, copies),
                 norm((layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm).weight),
                 _fused([mlp.gate_proj, mlp.up_proj], copies),
-                _projection(mlp.down_proj),
+                _projection(mlp.down_proj, copies),
             ))
             # what a family adds to Llama's layer (None where it adds nothing): attention biases, per-head q/k norms,
             # norms of the attention's and the MLP's outputs
