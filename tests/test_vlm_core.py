@@ -394,3 +394,33 @@ def test_vllm_engine_refuses_images_with_a_clear_error():
     engine = object.__new__(VLLMEngine)  # no vLLM needed to reach the refusal
     with pytest.raises(UserError, match="rollout.engine=vllm does not take images yet"):
         engine.generate([[1, 2]], SamplingParams(), images=[{"pixel_values": torch.zeros(1, 3, 32, 32)}])
+
+
+def test_text_chat_prompts_of_a_vlm_render_with_the_processors_template(tmp_path):
+    """A VLM's chat template is its processor's; its tokenizer may have none (as real VLM tokenizers often do)."""
+    from rlvr.models import encode_prompt
+
+    _, tokenizer = load_model(build_tiny_vlm(tmp_path / "m", "llava"), device="cpu")
+    tokenizer.chat_template = None
+    ids = encode_prompt(tokenizer, [{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "user: hi\nassistant: "
+
+
+def test_tokenizer_keeps_its_processor_through_pickling(tmp_path):
+    """Ray ships the tokenizer to rollout actors by pickling it."""
+    import pickle
+
+    _, tokenizer = load_model(build_tiny_vlm(tmp_path / "m", "llava"), device="cpu")
+    again = pickle.loads(pickle.dumps(tokenizer))
+    assert processor_of(again) is not None and processor_of(again).tokenizer is again
+    assert encode_multimodal(processor_of(again), "x", [png(0)])[0] == encode_multimodal(processor_of(tokenizer), "x", [png(0)])[0]
+
+
+def test_episodes_refuse_tasks_with_images(tmp_path):
+    from rlvr.rollout.episodes import Scoring, generate_and_score
+
+    model, tokenizer = load_model(build_tiny_vlm(tmp_path / "m", "llava"), device="cpu")
+    engine = HFEngine(model, pad_id=tokenizer.pad_token_id, eos_ids=tokenizer.eos_token_id)
+    task = Task(prompt="x", reference="1", id="a", images=(png(0),), env="calculator")
+    with pytest.raises(UserError, match="episodes .* do not carry images yet"):
+        generate_and_score(engine, tokenizer, [task], SamplingParams(n=1, max_new_tokens=2), Scoring("exact"))

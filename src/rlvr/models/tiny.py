@@ -94,13 +94,14 @@ def save_tiny_model(path: str | Path, spec: TinySpec = TinySpec(), *, seed: int 
 
 # ----------------------------------------------------------------------------------------------- vision-language
 # A chat template whose messages may hold content parts ({"type": "image"} / {"type": "text", "text": ...}); an
-# image part renders as the model family's placeholder, which the processor expands into the image's tokens.
+# image part renders as the model family's placeholder, which the processor expands into the image's tokens. The
+# newline is an expression: chat templates render with trim_blocks, which drops a newline after a block tag.
 def vlm_chat_template(image_placeholder: str) -> str:
     return (
         "{{ bos_token }}{% for message in messages %}{{ message['role'] }}: "
         "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
         "{% if part['type'] == 'image' %}" + image_placeholder + "{% elif part['type'] == 'text' %}{{ part['text'] }}"
-        "{% endif %}{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+        "{% endif %}{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
     )
 
 

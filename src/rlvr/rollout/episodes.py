@@ -210,6 +210,11 @@ def generate_and_score(engine: RolloutEngine, tokenizer, tasks: list[Task], para
     """``params.n`` samples per task from the engine, decoded and scored; tasks with an environment run as
     episodes (module docstring)."""
     policy = prompts or PromptPolicy()
+    if any(t.images for t in tasks) and (policy.agent_command or any(t.env not in (None, SINGLE_TURN) for t in tasks)):
+        from rlvr.errors import UserError
+
+        raise UserError("tasks with images run as single-turn tasks only: episodes (environments, agent programs) "
+                        "do not carry images yet")
     if policy.agent_command:
         from rlvr.rollout.agent_program import run_agent_program
 
