@@ -69,7 +69,8 @@ def values(summary):
     ("checks", lambda right: "y" if right else "n", {"accuracy": 1.0, "accuracy_on_correct": 1.0,
                                                      "accuracy_on_wrong": 1.0, "said_correct": 0.5, "no_rating": 0.0}),
     ("inverted", lambda right: "n" if right else "y", {"accuracy": 0.0, "accuracy_on_correct": 0.0,
-                                                       "accuracy_on_wrong": 0.0, "said_correct": 0.5, "no_rating": 0.0}),
+                                                       "accuracy_on_wrong": 0.0, "said_correct": 0.5,
+                                                       "no_rating": 0.0}),
     ("says nothing", lambda right: "hmm", {"accuracy": 0.0, "accuracy_on_correct": 0.0, "accuracy_on_wrong": 0.0,
                                            "said_correct": 0.0, "no_rating": 1.0}),
 ])

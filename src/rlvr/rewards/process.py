@@ -404,7 +404,8 @@ def prm(batch: Any, responses: list[str], tasks: list[Any], tokenizer: Any, *, p
         spans, ends = _spans_and_ends(tokenizer, ids, delimiter, with_ends=True)
         if spans:
             text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-            rows.append((i, [positions[last] for _, last, _ in spans], (text, [t for _, _, t in spans], ends, tasks[i])))
+            steps = [t for _, _, t in spans]
+            rows.append((i, [positions[last] for _, last, _ in spans], (text, steps, ends, tasks[i])))
     chunk_size = max(1, int(batch_size))
     for b in range(0, len(rows), chunk_size):
         chunk = rows[b:b + chunk_size]
