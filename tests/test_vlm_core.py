@@ -293,7 +293,8 @@ def test_jsonl_images_relative_to_the_file(tmp_path):
 def test_jsonl_bad_image_is_one_line_naming_file_and_line(tmp_path, images, message):
     (tmp_path / "a.png").write_bytes(png(0))
     (tmp_path / "broken.png").write_bytes(b"\x89PNG but not really")
-    rows = [{"prompt": "ok", "reference": "1", "images": ["a.png"]}, {"prompt": "x", "reference": "1", "images": images}]
+    rows = [{"prompt": "ok", "reference": "1", "images": ["a.png"]},
+            {"prompt": "x", "reference": "1", "images": images}]
     with pytest.raises(DataError, match=message) as error:
         load_jsonl(_write_jsonl(tmp_path / "data.jsonl", rows))
     assert "\n" not in str(error.value)
@@ -413,7 +414,8 @@ def test_tokenizer_keeps_its_processor_through_pickling(tmp_path):
     _, tokenizer = load_model(build_tiny_vlm(tmp_path / "m", "llava"), device="cpu")
     again = pickle.loads(pickle.dumps(tokenizer))
     assert processor_of(again) is not None and processor_of(again).tokenizer is again
-    assert encode_multimodal(processor_of(again), "x", [png(0)])[0] == encode_multimodal(processor_of(tokenizer), "x", [png(0)])[0]
+    first, second = (encode_multimodal(processor_of(t), "x", [png(0)])[0] for t in (again, tokenizer))
+    assert first == second
 
 
 def test_episodes_refuse_tasks_with_images(tmp_path):
@@ -424,3 +426,25 @@ def test_episodes_refuse_tasks_with_images(tmp_path):
     task = Task(prompt="x", reference="1", id="a", images=(png(0),), env="calculator")
     with pytest.raises(UserError, match="episodes .* do not carry images yet"):
         generate_and_score(engine, tokenizer, [task], SamplingParams(n=1, max_new_tokens=2), Scoring("exact"))
+
+
+def test_prompt_with_images_is_never_truncated():
+    from rlvr.rollout.episodes import PromptPolicy, PromptTooLong, fit_prompts
+
+    task = Task(prompt="x", reference="1", id="a", images=(png(0),))
+    with pytest.raises(PromptTooLong, match="task a: .* a prompt with images is never truncated"):
+        fit_prompts([list(range(30))], [task], PromptPolicy(max_tokens=20, overflow="truncate_left"))
+
+
+def test_each_distinct_prompt_and_image_is_prefilled_once():
+    """The n samples of a prompt share its prefill: the vision tower sees each prompt's image once per call."""
+    model, processor = lively("llava")
+    tok = processor.tokenizer
+    encoded = [encode_multimodal(processor, "count: ", [png(s)]) for s in range(3)]
+    seen = []
+    hook = model.model.vision_tower.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[0]))
+    engine = HFEngine(model, pad_id=tok.pad_token_id, eos_ids=tok.eos_token_id)
+    engine.generate([ids for ids, _ in encoded], SamplingParams(n=4, max_new_tokens=3, temperature=1.0),
+                    images=[inputs for _, inputs in encoded])
+    hook.remove()
+    assert seen == [3]  # one prefill of 3 images for 12 rows, none in the decode steps

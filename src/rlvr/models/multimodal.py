@@ -11,33 +11,20 @@ Qwen2-VL's ``image_grid_thw``): one dict per prompt, stacked along their first d
 
 from __future__ import annotations
 
+import importlib
 import io
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Qwen2VLProcessor
-from transformers.processing_utils import ProcessorMixin
 
 from rlvr.errors import UserError
 
 _PROCESSOR_ATTR = "_rlvr_processor"
 
 
-class Qwen2VLImageTextProcessor(Qwen2VLProcessor):
-    """Qwen2-VL's processor for images and text only. The library's own also needs a video processor, which cannot
-    be built without torchvision; images are processed exactly the same way (same class, same ``__call__``)."""
-
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
-        self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
-        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
-        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
-        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
-
-
-# model_type -> processor class used when AutoProcessor cannot build the folder's processor in this environment
-IMAGE_ONLY_PROCESSORS: dict[str, type] = {"qwen2_vl": Qwen2VLImageTextProcessor}
+# model_type -> "module:class" of the processor used when AutoProcessor cannot build the folder's processor here
+IMAGE_ONLY_PROCESSORS: dict[str, str] = {"qwen2_vl": "rlvr.models.qwen2_vl_processor:Qwen2VLImageTextProcessor"}
 
 
 def is_vlm_config(config: Any) -> bool:
@@ -81,6 +68,9 @@ def load_processor(folder: str | Path, model_type: str):
     if problem is None:
         return processor
     fallback = IMAGE_ONLY_PROCESSORS.get(model_type)
+    if fallback is not None:
+        module, _, name = fallback.partition(":")
+        fallback = getattr(importlib.import_module(module), name)
     if fallback is None:
         raise UserError(f"model.path: {folder}: cannot load the processor of this {model_type} model ({problem}); "
                         "save it beside the model with processor.save_pretrained(folder)")

@@ -158,7 +158,7 @@ def _tiny_qwen2_vl(spec: TinyVLMSpec):
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from rlvr.models.multimodal import Qwen2VLImageTextProcessor
+    from rlvr.models.qwen2_vl_processor import Qwen2VLImageTextProcessor
 
     tokenizer = char_tokenizer()
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>",
@@ -180,8 +180,8 @@ def _tiny_qwen2_vl(spec: TinyVLMSpec):
     pixels = 56 * 56  # every image is resized to 56x56: 4x4 patches of 14 px, merged 2x2 into 4 image tokens
     image_processor = Qwen2VLImageProcessorPil(min_pixels=pixels, max_pixels=pixels, patch_size=14, merge_size=2,
                                                temporal_patch_size=2)
-    processor = Qwen2VLImageTextProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                          chat_template=vlm_chat_template("<|vision_start|><|image_pad|><|vision_end|>"))
+    template = vlm_chat_template("<|vision_start|><|image_pad|><|vision_end|>")
+    processor = Qwen2VLImageTextProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=template)
     return model, processor
 
 

@@ -167,9 +167,10 @@ def fit_prompts(prompts: list[list[int]], tasks: list[Task], policy: PromptPolic
     for ids, task in zip(prompts, tasks):
         if len(ids) > limit:
             if policy.overflow == "error" or task.images:
-                fix = "raise it" if task.images else "raise it, or set rollout.prompt_overflow=truncate_left"
+                fix = "raise it; a prompt with images is never truncated" if task.images \
+                    else "raise it, or set rollout.prompt_overflow=truncate_left"
                 raise PromptTooLong(f"task {task.id}: the prompt has {len(ids)} tokens, over rollout.max_prompt_tokens="
-                                    f"{limit} ({fix}{'; a prompt with images is never truncated' if task.images else ''})")
+                                    f"{limit} ({fix})")
             ids, truncated = ids[-limit:], truncated + 1
         fitted.append(ids)
     return fitted, truncated
