@@ -157,3 +157,19 @@ def test_gui_g1_box_reward_by_hand():
 def test_bad_constraint_options_are_errors_not_crashes(options, message):
     v = verify("grounding", "[0, 0, 8, 8]", [0, 0, 8, 8], **options)
     assert v.status == "error" and v.reason == "bad_option" and message in v.details["error"]
+
+
+def test_target_fixes_the_colour_asked_about():
+    for task in load_tasks("vision:count:n=40,target=blue") + load_tasks("vision:ground:n=40,target=blue"):
+        assert " blue " in task.prompt[0]["content"][1]["text"]
+    with pytest.raises(DataError, match="target must be one of the colours in use"):
+        load_tasks("vision:count:colours=2,target=blue")  # red and green only
+
+
+def test_max_size_two_gives_objects_of_up_to_four_cells():
+    sizes = set()
+    for task in load_tasks("vision:classify:n=200,colours=6,max_size=2"):
+        lit = _cells(decode_png(task.images[0]))
+        assert set(lit.values()) == {task.reference}
+        sizes.add(len(lit))
+    assert sizes == {1, 2, 4}

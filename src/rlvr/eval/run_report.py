@@ -7,6 +7,9 @@ can be mailed as one file; the same PNGs are also written beside it. Inputs, all
     config.yaml     shown verbatim
     eval/*.json     either `rlvr eval` summaries ({"pass@1": {"value", "ci95"}, ...}, optionally with "step")
                     or model comparisons ({"models", "ks", "curve", "ci95", "difference"}); told apart by their keys
+    eval/*.images.jsonl   images shown to the model (rows {"task_id", "question", "reference", "png_base64"}, as
+                    `rlvr demo --vlm` writes for a few held-out tasks): each is shown with the model's answer to it
+                    in every eval/*.tasks.jsonl that has its task (e.g. before and after RL)
 """
 
 from __future__ import annotations
@@ -230,6 +233,53 @@ def _comparison_section(path: Path, comparison: dict[str, Any], chart: RenderedC
     return f'<h3>{html.escape(path.name)}</h3><ul>{models}</ul><p class="facts">{facts}</p>{_img_tag(chart)}{table}'
 
 
+# --- images with the model's answers ---------------------------------------------------------------------------
+
+MAX_IMAGES = 12
+
+
+def _answers_by_eval(eval_dir: Path) -> dict[str, dict[str, str]]:
+    """{eval name: {task id: first sampled response}} from eval/*.tasks.jsonl."""
+    answers: dict[str, dict[str, str]] = {}
+    for path in sorted(eval_dir.glob("*.tasks.jsonl")):
+        try:
+            rows = read_jsonl(path)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path} is not valid JSON lines: {exc}") from exc
+        by_task = {}
+        for row in rows:
+            samples = row.get("samples") if isinstance(row, dict) else None
+            if isinstance(samples, list) and samples and isinstance(samples[0], dict):
+                by_task[str(row.get("task_id"))] = str(samples[0].get("response", ""))
+        answers[path.name.removesuffix(".tasks.jsonl")] = by_task
+    return answers
+
+
+def _images_section(eval_dir: Path) -> str:
+    """A table of the images in eval/*.images.jsonl with each eval's answer; "" when there are none."""
+    shown = []
+    for path in sorted(eval_dir.glob("*.images.jsonl")) if eval_dir.is_dir() else []:
+        try:
+            shown += [row for row in read_jsonl(path) if isinstance(row, dict) and isinstance(row.get("png_base64"), str)]
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path} is not valid JSON lines: {exc}") from exc
+    if not shown:
+        return ""
+    answers = {name: by_task for name, by_task in _answers_by_eval(eval_dir).items()
+               if any(str(row.get("task_id")) in by_task for row in shown)}
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in answers)
+    body = []
+    for row in shown[:MAX_IMAGES]:
+        task = str(row.get("task_id"))
+        image = (f'<img class="shown" alt="{html.escape(task)}" width="96" height="96" style="image-rendering:pixelated" '
+                 f'src="data:image/png;base64,{html.escape(row["png_base64"])}">')
+        cells = "".join(f"<td>{html.escape(by_task.get(task, '–'))}</td>" for by_task in answers.values())
+        body.append(f"<tr><td>{image}</td><td>{html.escape(str(row.get('question', '')))}</td>"
+                    f"<td>{html.escape(json.dumps(row.get('reference')))}</td>{cells}</tr>")
+    return ("<h3>Held-out images and the model's answers</h3>"
+            f"<table><tr><th>image</th><th>question</th><th>reference</th>{head}</tr>{''.join(body)}</table>")
+
+
 # --- the page ------------------------------------------------------------------------------------------------
 
 
@@ -325,6 +375,7 @@ def write_run_report(run_dir: str | Path, out: str | Path | None = None, *, eval
         if unrecognised:
             names = ", ".join(html.escape(p.name) for p in unrecognised)
             parts.append(f'<p class="facts">Not an eval summary or comparison, left out: {names}</p>')
+        parts.append(_images_section(run_dir / "eval"))
         sections.append("".join(parts))
 
     config_path = run_dir / "config.yaml"

@@ -18,8 +18,9 @@ image tokens; ``prompt=text`` gives a plain-text prompt starting with ``<image>`
 Options (``key=value`` joined by ","): ``split`` (train | eval, default train), ``n`` (tasks, default 1000),
 ``seed`` (0), ``heldout_percent`` (10), ``colours`` (how many of ``COLOURS`` are used, 2..6, default 4),
 ``prompt`` (chat | text); count: ``max_count`` (largest answer, default 4), ``distractors`` (most objects of other
-colours, default 3); classify: ``ask`` (colour | shape); ground: ``distractors`` (default 2), ``box_constraint``
-(0 | 1). A layout (every object's cells, colour and shape, and the question) belongs to the held-out split when a
+colours, default 3); classify: ``ask`` (colour | shape), ``max_size`` (1: one cell; 2: the object spans 1x1, 1x2, 2x1
+or 2x2 cells); ground: ``distractors`` (default 2), ``box_constraint``
+(0 | 1); count and ground: ``target`` (the colour asked about; default: drawn from the colours in use). A layout (every object's cells, colour and shape, and the question) belongs to the held-out split when a
 hash of it falls in the held-out bucket, so the splits never share a layout whatever the seed or ``n``; the same
 spec always gives the same tasks in the same order.
 """
@@ -122,6 +123,8 @@ class VisionSpec:
     distractors: int | None = None
     ask: str = "colour"
     box_constraint: int = 0
+    target: str | None = None
+    max_size: int = 1
 
     def __post_init__(self):
         checks = [
@@ -136,6 +139,9 @@ class VisionSpec:
              f"distractors must be in 0..6, got {self.distractors}"),
             (self.ask in ("colour", "shape"), f"ask must be colour or shape, got {self.ask!r}"),
             (self.box_constraint in (0, 1), f"box_constraint must be 0 or 1, got {self.box_constraint}"),
+            (self.max_size in (1, 2), f"max_size must be 1 or 2, got {self.max_size}"),
+            (self.target is None or self.target in self.palette,
+             f"target must be one of the colours in use ({', '.join(self.palette)}), got {self.target!r}"),
         ]
         for ok, why in checks:
             if not ok:
@@ -173,18 +179,19 @@ def _layout(spec: VisionSpec, rng: random.Random) -> tuple[list[Item], str, Any]
     palette = spec.palette
     used: set[tuple[int, int]] = set()
     if spec.kind == "count":
-        target = rng.choice(palette)
+        target = spec.target or rng.choice(palette)
         k = rng.randint(0, spec.max_count)
         items = [_place(rng, used, target) for _ in range(k)]
         others = [c for c in palette if c != target]
         items += [_place(rng, used, rng.choice(others)) for _ in range(rng.randint(0, spec.n_distractors))]
         return [i for i in items if i], f"How many {target} squares?", str(k)
     if spec.kind == "classify":
-        item = _place(rng, used, rng.choice(palette), rng.choice(SHAPES))
+        sizes = ((1, 1), (1, 2), (2, 1), (2, 2)) if spec.max_size == 2 else ((1, 1),)
+        item = _place(rng, used, rng.choice(palette), rng.choice(SHAPES), sizes=sizes)
         if spec.ask == "colour":
             return [item], "What colour is the only object?", item.colour
         return [item], "What shape is the only object?", item.shape
-    target = rng.choice(palette)
+    target = spec.target or rng.choice(palette)
     item = _place(rng, used, target, sizes=((1, 1), (1, 2), (2, 1)))
     others = [c for c in palette if c != target]
     items = [item] + [_place(rng, used, rng.choice(others)) for _ in range(rng.randint(0, spec.n_distractors))]
@@ -228,7 +235,7 @@ def generate(spec: VisionSpec) -> list[Task]:
     return tasks
 
 
-_INT_OPTIONS = ("n", "seed", "heldout_percent", "colours", "max_count", "distractors", "box_constraint")
+_INT_OPTIONS = ("n", "seed", "heldout_percent", "colours", "max_count", "distractors", "box_constraint", "max_size")
 
 
 def parse_spec(text: str) -> VisionSpec:
@@ -248,10 +255,10 @@ def parse_spec(text: str) -> VisionSpec:
                     options[key] = int(value)
                 except ValueError:
                     raise DataError(f"{text!r}: {key} must be an integer, got {value!r}") from None
-            elif key in ("split", "prompt", "ask"):
+            elif key in ("split", "prompt", "ask", "target"):
                 options[key] = value
             else:
-                known = sorted((*_INT_OPTIONS, "split", "prompt", "ask"))
+                known = sorted((*_INT_OPTIONS, "split", "prompt", "ask", "target"))
                 raise DataError(f"{text!r}: unknown option {key!r}; known: {', '.join(known)}")
     return VisionSpec(kind=parts[1], **options)
 
