@@ -109,3 +109,83 @@ def test_text_model_with_papo_is_a_config_error_naming_the_key():
     with pytest.raises(ConfigError, match=r"algo\.papo_entropy_coef"):
         build_parts(_cfg(papo_entropy_coef=0.03), PartContext(model, lambda: model))
     assert "papo" not in build_parts(_cfg(), PartContext(model, lambda: model))  # off by default
+
+
+# ------------------------------------------------------------------------------------------- the part, on a VLM
+
+
+def _vlm_batch():
+    """A tiny LLaVA (weights scaled up so images matter) and a sampled batch of 2 image prompts x 3 rows."""
+    from rlvr.models import encode_multimodal, tiny_vlm
+    from rlvr.rollout.base import SamplingParams
+    from rlvr.rollout.hf import HFEngine
+    from rlvr.tasks import load_tasks
+
+    model, processor = tiny_vlm("llava", seed=1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.3)
+    tok = processor.tokenizer
+    encoded = [encode_multimodal(processor, t.prompt, t.images) for t in load_tasks("vision:count:n=2")]
+    engine = HFEngine(model.eval(), pad_id=tok.pad_token_id, eos_ids=tok.eos_token_id)
+    torch.manual_seed(0)
+    batch = engine.generate([ids for ids, _ in encoded], SamplingParams(n=3, max_new_tokens=5, temperature=1.0),
+                            images=[inputs for _, inputs in encoded])
+    return model.train(), batch
+
+
+def _vlm_cfg(**algo):
+    return config_from_dict({"model": {"path": "tiny-vlm"}, "algo": {"papo_coef": 0.02, **algo},
+                             "train": {"seed": 3}})
+
+
+def test_part_runs_the_masked_forward_and_adds_the_papo_term():
+    from types import SimpleNamespace
+
+    from rlvr.train.learner import rows_forward
+    from rlvr.train.parts_perception import PerceptionLoss
+    from rlvr.train.policy import policy_forward
+
+    model, batch = _vlm_batch()
+    cfg = _vlm_cfg(papo_entropy_coef=0.03)
+    part = build_parts(cfg, PartContext(model, lambda: model))["papo"]
+    assert isinstance(part, PerceptionLoss) and part.patch_size == 8
+    rows = torch.tensor([0, 2, 3, 5])
+    out = rows_forward(model, batch, rows, cfg)
+    mask = batch.response_mask[rows]
+    term, metrics = part.loss(SimpleNamespace(batch=batch), rows, out, mask, "token-mean", None)
+
+    # the same mask drawn by hand: generator seeded with train.seed and the part's first call
+    pixels = batch.image_inputs(rows)["pixel_values"]
+    masked = perception.mask_patches(pixels, 0.6, 8, generator=torch.Generator().manual_seed(3 * 1_000_003))
+    assert not torch.equal(masked, pixels)
+    by_hand = policy_forward(model, batch.prompt_ids[rows], batch.prompt_mask[rows], batch.response_ids[rows], mask,
+                             pixel_values=masked)
+    agg = lambda x: losses.aggregate(x, mask, "token-mean")  # noqa: E731
+    expected, parts = perception.papo_terms(out.logp, by_hand.logp, agg, gamma=0.02, eta=0.03)
+    torch.testing.assert_close(term, expected)
+    assert metrics["papo/kl_prcp"] == pytest.approx(parts["kl_prcp"].item()) and metrics["papo/kl_prcp"] > 0
+
+    # the masked forward is in the graph: with the unmasked log-probs detached the vision tower still gets a gradient
+    detached, _ = part.loss(SimpleNamespace(batch=batch), rows, SimpleNamespace(logp=out.logp.detach()), mask,
+                            "token-mean", None)
+    detached.backward()
+    patch = next(p for n, p in model.named_parameters() if n.endswith("patch_embedding.weight"))
+    assert patch.grad is not None and patch.grad.abs().sum() > 0
+
+    assert part.state_dict() == {"calls": 2}
+    again = PerceptionLoss(cfg, model, 8)
+    again.load_state_dict(part.state_dict())
+    assert torch.equal(again.masked_inputs({"pixel_values": pixels})["pixel_values"],
+                       part.masked_inputs({"pixel_values": pixels})["pixel_values"])  # a resumed run masks alike
+
+
+def test_part_leaves_rows_without_images_alone():
+    from types import SimpleNamespace
+
+    model, batch = _vlm_batch()
+    part = build_parts(_vlm_cfg(), PartContext(model, lambda: model))["papo"]
+    text_only = SimpleNamespace(batch=SimpleNamespace(image_inputs=lambda rows: {}))
+    assert part.loss(text_only, torch.tensor([0]), None, None, "token-mean", None) == (None, {})
+    assert part.calls == 0
