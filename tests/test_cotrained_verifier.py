@@ -307,3 +307,20 @@ def test_an_answer_longer_than_the_verifiers_context_is_read_by_its_end(objectiv
     assert out.rewards == samples.rewards  # no model_verifier term: the reward is the rule's
     assert metrics["verifier/labelled"] == 3.0  # the timed-out answer is no label
     assert 0.0 <= metrics["verifier/agreement"] <= 1.0 and math.isfinite(metrics["verifier/loss"])
+
+
+def test_a_verifier_with_another_tokenizer_is_refused(tiny_model_dir, tmp_path):
+    """Its checkpoint folder would hold the policy's tokenizer files: refused, naming the key."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    other = tmp_path / "other"
+    model.save_pretrained(other)
+    from rlvr.models.tiny import char_tokenizer
+
+    tokenizer = char_tokenizer()
+    tokenizer.add_tokens(["<extra>"])
+    tokenizer.save_pretrained(other)
+    cfg = config_from_dict({"model": {"path": str(tiny_model_dir)}, "algo": {"verifier_model": str(other)}})
+    with pytest.raises(ConfigError, match="algo.verifier_model: .* another tokenizer"):
+        build_parts(cfg, PartContext(model, lambda: model))
+    same = config_from_dict({"model": {"path": str(tiny_model_dir)}, "algo": {"verifier_model": str(tiny_model_dir)}})
+    assert "cotrained_verifier" in build_parts(same, PartContext(model, lambda: model))

@@ -44,7 +44,8 @@ raises), ``score_mean`` (the mean score the policy is paid), ``true_accuracy`` (
 same answers; with ``score_mean``, the hacking gap ``score_mean - true_accuracy``), ``loss``, ``grad_norm``, ``lr``,
 ``labelled`` and, by objective, ``reward_mean`` (rl: its verdicts' mean reward) or ``pairs`` (contrastive).
 
-The verifier is read and trained on the main learner (it never joins the policy's data-parallel group); the
+The verifier must share the policy's tokenizer (a checkpoint writes the policy's tokenizer files into every second
+model's folder). It is read and trained on the main learner (it never joins the policy's data-parallel group); the
 collection runs it, so ``cluster.async_rollouts`` (collecting the next batch during an update) is refused.
 """
 
@@ -480,9 +481,24 @@ def _cotrained_verifier(cfg: Config, ctx: PartContext):
     from rlvr.models import load_model
 
     model, tokenizer = load_model(starting_folder(cfg), dtype=cfg.model.dtype, device=cfg.model.device)
+    check_same_tokenizer(cfg, tokenizer)
     verifier = CotrainedVerifier(cfg, model, tokenizer)
     _BUILT[id(cfg)] = (weakref.ref(cfg), weakref.ref(verifier))
     return verifier
+
+
+def check_same_tokenizer(cfg: Config, tokenizer) -> None:
+    """A checkpoint writes the policy's tokenizer files into every second model's folder (rlvr.train.checkpoint), so a
+    verifier with another vocabulary would be saved with the wrong tokenizer: refused until checkpoints keep a
+    folder's own tokenizer."""
+    from rlvr.models.loading import load_tokenizer
+
+    if cfg.algo.verifier_model == POLICY or cfg.model.path is None:
+        return
+    if load_tokenizer(cfg.model.path).get_vocab() != tokenizer.get_vocab():
+        raise ConfigError(f"algo.verifier_model: {cfg.algo.verifier_model} has another tokenizer than model.path; "
+                          "checkpoints save the policy's tokenizer beside every second model, so the co-trained "
+                          "verifier must share it")
 
 
 def check_first_pass_readers(cfg: Config) -> None:
