@@ -16,7 +16,8 @@ from conftest import assert_reward_went_up, one_digit_rl_config
 
 ALL = ["grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "ppo", "nsr", "w_reinforce", "forking_tokens",
        "ghpo", "guide", "luffy", "rl_plus", "pure", "prime", "prof", "dars",
-       "clip_cov", "kl_cov", "lp_reg", "dcpo", "ace", "sapo", "ead", "rlcr", "opd", "rise", "critique_rl"]
+       "clip_cov", "kl_cov", "lp_reg", "dcpo", "ace", "sapo", "ead", "rlcr", "opd",
+       "rise", "critique_rl", "tango", "cooper"]
 # recipes whose policy also rates its own answers: their default verification prompt is about 330 tokens
 VERIFYING = {"rise", "critique_rl"}
 
@@ -53,7 +54,8 @@ def test_recipe_runs_three_steps_of_the_example_config(name, request, tmp_path):
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
 
 
-@pytest.mark.parametrize("name, per_step, opening", [("rise", 4, "Rate the response"), ("critique_rl", 8, "Judge whether")])
+@pytest.mark.parametrize("name, per_step, opening", [("rise", 4, "Rate the response"),
+                                                     ("critique_rl", 8, "Judge whether")])
 def test_verification_recipes_train_three_steps_from_the_command_line(name, per_step, opening, long_tiny_model_dir,
                                                                       tmp_path):
     """The recipe alone turns on self-verification with its paper's scheme and default (boxed) template; every step
