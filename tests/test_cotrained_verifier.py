@@ -248,7 +248,7 @@ def test_the_recipes_train_three_steps_and_save_the_verifier_as_its_own_folder(r
 @pytest.mark.parametrize("objective", ["rl", "contrastive"])
 def test_kill_9_and_resume_give_both_models_and_the_metrics_of_the_uninterrupted_run(objective, warm_model_dir,
                                                                                       tmp_path):
-    steps = 8
+    steps = 6
     extra = [*DIGIT_VERDICTS, "algo.verifier_model=policy", f"algo.verifier_objective={objective}", "algo.verifier_options.pairs=all",
              'reward.terms=[{name: correct, verifier: task}, {name: checker, verifier: model_verifier, weight: 0.5}]']
     whole, cut = tmp_path / "whole", tmp_path / "cut"
