@@ -447,4 +447,4 @@ class EntropyBonus(StepPart):
 
 
 # parts of their own modules, registered after the ones above (build order = registration order)
-from rlvr.train import mismatch, parts_distill, parts_exploration, parts_process  # noqa: E402,F401
+from rlvr.train import mismatch, parts_distill, parts_exploration, parts_process, parts_verifier  # noqa: E402,F401
