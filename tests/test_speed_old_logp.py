@@ -110,3 +110,29 @@ def test_single_update_takes_no_old_logp_forward(forwarded):
     model, batch, rewards, cfg = _setup((), mini_batches=1)
     exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
     assert exp.old_from_rollout and forwarded == [] and exp.old_logp is batch.logprobs
+
+
+def test_updates_without_trained_rows_step_adam_on_zeros_allocated_once(monkeypatch):
+    """Every advantage zero: each of the 4 updates is an AdamW step on a zero gradient (weight decay and momentum still
+    move the weights), exactly as 4 steps on fresh zero gradients; the zeros are allocated once, not per update."""
+    model, batch, rewards, cfg = _setup((0, 1, 2, 3), mini_batches=4)
+    reference = {n: p.detach().clone().requires_grad_(True) for n, p in model.named_parameters()}
+    with torch.no_grad():  # momentum from an earlier step, so that zero-gradient steps move the weights
+        for p in list(model.parameters()) + list(reference.values()):
+            p.grad = torch.full_like(p, 0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+    expected_opt = torch.optim.AdamW(list(reference.values()), lr=0.01, weight_decay=0.1)
+    optimizer.step(), expected_opt.step()
+    for _ in range(4):
+        for p in reference.values():
+            p.grad = torch.zeros_like(p)
+        expected_opt.step()
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
+    allocated = []
+    zeros_like = torch.zeros_like
+    monkeypatch.setattr(torch, "zeros_like", lambda t, *a, **k: allocated.append(t.shape) or zeros_like(t, *a, **k))
+    metrics = learn(model, optimizer, exp, {}, cfg)
+    assert metrics["updates"] == 4 and metrics["rows_backpropagated"] == 0
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), reference[name].detach(), rtol=0, atol=0, msg=name)
+    assert len(allocated) <= len(list(model.parameters())) + 4  # once per parameter (+ a few per-update scalars)

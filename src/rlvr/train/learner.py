@@ -314,12 +314,13 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
     shuffle = generator if cfg.algo.shuffle_mini_batches and mini_batches > 1 else None
     per_update: list[dict[str, float]] = []
     taken = 0
+    zero_grads: dict[int, torch.Tensor] = {}  # reused by the updates whose rows all have zero advantages
     for _ in range(epochs):
         for rows in mini_batch_rows(exp.size, mini_batches, generator=shuffle):
             rows = rows.to(exp.advantages.device)
             trained = [r for r in rows.tolist() if r in needed]
             metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group,
-                             loss_scale=loss_scale)
+                             loss_scale=loss_scale, zero_grads=zero_grads)
             stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
             if stepped:
@@ -338,15 +339,19 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
 
 
 def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
-           cfg: Config, *, first: bool, group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None
-           ) -> dict[str, float]:
+           cfg: Config, *, first: bool, group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None,
+           zero_grads: dict[int, torch.Tensor] | None = None) -> dict[str, float]:
     """One optimizer step on the mini-batch ``rows``; only the ``trained`` rows (those that can have a gradient)
     run forward and backward, each rank its shard of them. Micro-batches are weighted by their units over the
     whole mini-batch's units, so the loss (and the gradient summed over ranks) equals the mini-batch's loss;
     metrics are averaged over the units (tokens or rows) that produced them, on every rank. With a float16
     ``loss_scale`` (rlvr.train.loss_scale) the gradients are taken of the scaled loss, and a backward pass that
-    overflowed is redone with a smaller scale."""
+    overflowed is redone with a smaller scale. ``zero_grads`` keeps the zero gradients of an update with no trained
+    row for the next such update (clipping and unscaling leave zeros as they are), so they are allocated once."""
     params = [p for group_ in optimizer.param_groups for p in group_["params"]]
+    zero_grads = {} if zero_grads is None else zero_grads
+    if trained:  # a backward pass allocates real gradients: the zeros are not kept beside them
+        zero_grads.clear()
     result: dict[str, float] = {}
 
     def run_backward(scale: float) -> float:
@@ -354,7 +359,9 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
         result.update(backward(model, exp, rows, trained, parts, cfg, first=first, group=group, scale=scale))
         if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
             for p in params:
-                p.grad = torch.zeros_like(p)
+                p.grad = zero_grads.get(id(p))
+                if p.grad is None:
+                    p.grad = zero_grads[id(p)] = torch.zeros_like(p)
         group.reduce_gradients(params)
         return result["loss"]
 
