@@ -1,13 +1,13 @@
 """Models that check, on a CPU: the policy trained to verify its own answers (RISE, Critique-RL) against GRPO, and a
 judge trained by rlvr against the untrained judge.
 
-    python benchmarks/seed_verification.py [--part self_verify|judge|prm] [--steps 100] [--judge-steps 40]
-                                           [--prm-sft-steps 600] [--seed 0] [--out runs/seed_verification]
-                                           [--threads 1]
+    python benchmarks/seed_verification.py [--part self_verify|judge|prm] [--steps 100] [--judge-steps 100]
+                                           [--judge-lr 3e-4] [--prm-sft-steps 600] [--prm-steps 40] [--seed 0]
+                                           [--out runs/seed_verification] [--threads 1]
 
 ``run_verification(args) -> list[str]`` returns the table lines (``args``: an argparse namespace with steps, seed,
-out and optionally part, judge_steps, prm_sft_steps); ``benchmarks/seed_methods.py --family verification`` can call
-it.
+out and optionally part, judge_steps, judge_lr, prm_sft_steps, prm_steps); ``benchmarks/seed_methods.py --family
+verification`` can call it.
 
 Self-verification (2-digit addition; the warm start, fixed answers and plain rating template of
 benchmarks/self_verify_tiny.py: a tiny character-level Llama trained supervised on answers and on coin-flip ratings,
@@ -21,7 +21,8 @@ answers, and the verdict balance (share of answers called correct).
 
 Judge (1-digit addition judgement tasks, ``judgement:arithmetic:...,near_miss=0``, the setting of
 tests/test_judge_training.py): the untrained tiny judge, the judge after a short supervised warm start (it learns the
-yes/no format), and that judge after ``--judge-steps`` steps of ``rlvr train`` on judgement tasks. Held out: greedy
+yes/no format), and that judge after ``--judge-steps`` steps of ``rlvr train`` on judgement tasks (GRPO, 16 prompts x
+4 verdicts, lr ``--judge-lr``). Held out: greedy
 judgement accuracy on 200 eval-split judgement tasks, per class and the share of "yes"; then each judge is served by
 ``rlvr.rollout.model_server`` on loopback and audited with ``rlvr.audit.audit_judge`` (the master keys of ``rlvr
 audit judge``) under its training prompt, without and with the judge verifier's pre-checks: the key false-positive
@@ -153,7 +154,7 @@ def run_self_verification(*, steps: int, seed: int, out: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ the judge
 
-def judge_folders(out: Path, *, steps: int, seed: int) -> dict[str, Path]:
+def judge_folders(out: Path, *, steps: int, seed: int, lr: float) -> dict[str, Path]:
     """The untrained judge, after its supervised warm start, and after ``steps`` steps of rlvr train."""
     folders = {"untrained": out / "untrained", "warm start (SFT)": out / "warm",
                f"warm start + rlvr train ({steps} steps)": out / "trained" / f"checkpoint-{steps}"}
@@ -172,7 +173,7 @@ def judge_folders(out: Path, *, steps: int, seed: int) -> dict[str, Path]:
             "data": {"train": JUDGE_TRAIN, "prompts_per_step": 16},
             "rollout": {"group_size": 4, "max_new_tokens": 4, "temperature": 1.0},
             "algo": {"recipe": "grpo", "kl_coef": 0.0},
-            "train": {"steps": steps, "seed": seed, "lr": 1e-4, "max_grad_norm": 1.0, "progress": False,
+            "train": {"steps": steps, "seed": seed, "lr": lr, "max_grad_norm": 1.0, "progress": False,
                       "log_samples": 0, "out": str(out / "trained"), "overwrite": True}}
     train(config_from_dict(tree, source="seed_verification:judge"))
     return folders
@@ -236,16 +237,19 @@ def audit(folder: Path, seed: int) -> dict[str, Any]:
     return report["summary"]
 
 
-def run_judge(*, steps: int, seed: int, out: Path) -> list[str]:
+def run_judge(*, steps: int, seed: int, out: Path, lr: float = 3e-4) -> list[str]:
     out = out / "judge"
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    folders = judge_folders(out, steps=steps, seed=seed)
+    folders = judge_folders(out, steps=steps, seed=seed, lr=lr)
     lines = [f"judge: 1-digit addition judgements ({JUDGE_TRAIN}); held out: {JUDGE_HELD_OUT}; master keys of rlvr "
-             f"audit judge on {AUDIT_ITEMS} held-out problems, under the judge's training prompt; seed {seed}",
+             f"audit judge on {AUDIT_ITEMS} held-out problems, under the judge's training prompt; rlvr train at "
+             f"lr {lr}, 16 prompts x 4 verdicts per step; seed {seed}",
              "| judge | held-out accuracy | on yes items | on no items | said yes | neither word | key false positives "
-             "| with pre-checks | correct answers accepted | wrong answers accepted | undecided calls |",
-             "|" + " --- |" * 11]
+             "| with pre-checks | correct answers accepted | wrong answers accepted | undecided calls | train: sampled "
+             "verdicts right (first 10 / last 10 steps) |",
+             "|" + " --- |" * 12]
+    rows = read_metrics(out / "trained")
     for name, folder in folders.items():
         held = judgement_accuracy(folder)
         summary = audit(folder, seed)
@@ -256,7 +260,10 @@ def run_judge(*, steps: int, seed: int, out: Path) -> list[str]:
                                            pct(checked["key_false_positive_rate"]),
                                            pct(plain["true_positive_rate"]),
                                            pct(plain.get("wrong_answer_accept_rate")),
-                                           str(plain["undecided_calls"])]) + " |")
+                                           str(plain["undecided_calls"])]
+                                        + [f"{pct(mean(rows, 'verifier_score_mean', slice(0, 10)))} / "
+                                           f"{pct(mean(rows, 'verifier_score_mean', slice(-10, None)))}"
+                                           if folder.parent.name == "trained" else "-"]) + " |")
         print(lines[-1], flush=True)
     lines.append(f"judge part: {time.perf_counter() - started:.0f} s")
     return lines
@@ -342,10 +349,11 @@ def run_verification(args: argparse.Namespace) -> list[str]:
         lines += run_self_verification(steps=args.steps, seed=args.seed, out=Path(args.out))
     if part in (None, "judge"):
         lines += [""] if lines else []
-        lines += run_judge(steps=getattr(args, "judge_steps", 40), seed=args.seed, out=Path(args.out))
+        lines += run_judge(steps=getattr(args, "judge_steps", 100), seed=args.seed, out=Path(args.out),
+                           lr=getattr(args, "judge_lr", 3e-4))
     if part in (None, "prm"):
         lines += [""] if lines else []
-        lines += run_prm(sft_steps=getattr(args, "prm_sft_steps", 600), steps=getattr(args, "judge_steps", 40),
+        lines += run_prm(sft_steps=getattr(args, "prm_sft_steps", 600), steps=getattr(args, "prm_steps", 40),
                          seed=args.seed, out=Path(args.out))
     return lines
 
@@ -354,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=["self_verify", "judge", "prm"], default=None, help="default: all three")
     parser.add_argument("--steps", type=int, default=100, help="RL steps of each self-verification run")
-    parser.add_argument("--judge-steps", type=int, default=40, help="rlvr train steps of the judge and of the PRM")
+    parser.add_argument("--judge-steps", type=int, default=100, help="rlvr train steps of the judge")
+    parser.add_argument("--judge-lr", type=float, default=3e-4, help="rlvr train learning rate of the judge")
     parser.add_argument("--prm-sft-steps", type=int, default=600, help="rlvr sft steps of the PRM")
+    parser.add_argument("--prm-steps", type=int, default=40, help="rlvr train steps of the PRM")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)  # two threads on a shared 2-core machine wait on each other
     parser.add_argument("--out", type=Path, default=Path("runs/seed_verification"))
