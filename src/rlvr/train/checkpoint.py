@@ -76,7 +76,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
     save_tokenizer(tokenizer, tmp)
     for name, other in (folders or {}).items():
         other.save_pretrained(tmp / name)
-        tokenizer.save_pretrained(tmp / name)
+        save_tokenizer(tokenizer, tmp / name)
     torch.save({**trainer_state, "step": step, "rng": rng_state()}, tmp / STATE_FILE)
     _fsync_tree(tmp)
     if final.exists():  # the same step saved again (a resumed run): move the old one aside first
