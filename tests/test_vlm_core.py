@@ -448,3 +448,14 @@ def test_each_distinct_prompt_and_image_is_prefilled_once():
                     images=[inputs for _, inputs in encoded])
     hook.remove()
     assert seen == [3]  # one prefill of 3 images for 12 rows, none in the decode steps
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_model_from_config_builds_the_vlm_class(kind):
+    """What an engine replica (a Ray rollout worker) builds before loading the trainer's state dict."""
+    from rlvr.models.loading import model_from_config
+
+    model, _ = tiny_vlm(kind)
+    replica = model_from_config(model.config)
+    assert type(replica) is type(model)
+    replica.load_state_dict(model.state_dict())

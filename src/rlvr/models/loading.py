@@ -107,6 +107,17 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
     return model, tokenizer
 
 
+def model_from_config(config, *, dtype: torch.dtype = torch.float32):
+    """A freshly initialised model of ``config``: ``AutoModelForImageTextToText`` for a vision-language config,
+    else ``AutoModelForCausalLM`` (e.g. an engine replica that then loads the trainer's state dict)."""
+    from transformers import AutoModelForImageTextToText
+
+    from rlvr.models.multimodal import is_vlm_config
+
+    auto = AutoModelForImageTextToText if is_vlm_config(config) else AutoModelForCausalLM
+    return auto.from_config(config, dtype=dtype)
+
+
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 
 
