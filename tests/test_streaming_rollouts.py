@@ -339,3 +339,59 @@ def test_partial_rollouts_resume_exactly_after_kill_9_of_the_driver(streamed_run
     a = AutoModelForCausalLM.from_pretrained(streamed_run / f"checkpoint-{STEPS}").state_dict()
     b = AutoModelForCausalLM.from_pretrained(cut / f"checkpoint-{STEPS}").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def replaced_worker_rounds() -> dict:
+    """Run in a process of its own (Ray keeps per-process state a second cluster in one process trips over): two
+    rounds of chunks from a pool of two workers, undisturbed and with worker 1 killed before the first round."""
+    import copy
+
+    import ray
+
+    from rlvr.cluster.ray_backend import RolloutPool, actor_env
+
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": actor_env()}, log_to_driver=False)
+    start, tokenizer = build_tiny_model(SMALL, seed=0)
+    cfg = config_from_dict({"cluster": {"backend": "ray", "rollout_workers": 2, "partial_rollouts": True}})
+    prompts = [encode_prompt(tokenizer, f"{i}+{j}=") for i in range(4) for j in range(2)]
+    params = SamplingParams(n=1, max_new_tokens=8, temperature=1.0)
+
+    def two_rounds(kill: bool):
+        model = copy.deepcopy(start)
+        pool = RolloutPool(model, tokenizer, cfg)
+        try:
+            if kill:
+                os.kill(pool.worker_pids()[1], signal.SIGKILL)
+                time.sleep(1.0)
+            first = pool.submit_chunks(prompts, [[]] * 8, [4] * 8, params, seed=3)
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(0.05)
+            pool.sync_weights(model)  # the round was submitted before: it samples with the weights from before
+            pieces = pool.gather_chunks(first)
+            second = pool.submit_chunks(prompts, [p.tokens for p in pieces], [4] * 8, params, seed=4)
+            after = pool.gather_chunks(second)
+            return {"first": [[p.tokens, p.logprobs] for p in pieces],
+                    "after": [[p.tokens, p.logprobs] for p in after], "replaced": pool.replacements}
+        finally:
+            pool.close()
+
+    try:
+        return {"undisturbed": two_rounds(kill=False), "killed": two_rounds(kill=True)}
+    finally:
+        ray.shutdown()
+
+
+def test_a_rollout_worker_replaced_after_an_update_redoes_its_chunks_with_the_rounds_weights(ray_env):
+    """A round is submitted, the weights are updated, then its results are gathered (what streaming does every
+    step). A worker that died meanwhile is replaced holding the newest weights; the share it redoes must still be
+    sampled with the round's weights, and the next round with the newest: the chunks equal an undisturbed pool's."""
+    pytest.importorskip("ray")
+    code = "import json, test_streaming_rollouts as t; print(json.dumps(t.replaced_worker_rounds()))"
+    env = {**ray_env, "PYTHONPATH": os.pathsep.join([ray_env["PYTHONPATH"], str(ROOT / "tests")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["killed"]["replaced"] >= 1 and runs["undisturbed"]["replaced"] == 0
+    assert runs["killed"]["first"] == runs["undisturbed"]["first"]  # tokens and log-probs of the round
+    assert runs["killed"]["after"] == runs["undisturbed"]["after"]

@@ -178,7 +178,8 @@ class LearnerActor:
 class RolloutWorker:
     """One engine replica: its own copy of the policy and ``rollout.engine``'s engine on it."""
 
-    def __init__(self, model_config, tokenizer, state, engine: str, options: dict[str, Any], dtype: str):
+    def __init__(self, model_config, tokenizer, state, engine: str, options: dict[str, Any], dtype: str,
+                 version: int = 0):
         from transformers import AutoModelForCausalLM
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -186,6 +187,7 @@ class RolloutWorker:
         self.model = AutoModelForCausalLM.from_config(model_config, dtype=getattr(torch, dtype)).to(device).eval()
         self.model.load_state_dict(state)
         self.engine = build_engine(engine, self.model, tokenizer, **options)
+        self.version = version  # how many updates the weights it holds have had (the pool's count)
 
     def pid(self) -> int:
         return os.getpid()
@@ -196,9 +198,10 @@ class RolloutWorker:
     def weight_transfer_backend(self) -> str | None:
         return getattr(self.engine, "weight_transfer_backend", None)
 
-    def load(self, state) -> None:
+    def load(self, state, version: int | None = None) -> None:
         self.model.load_state_dict(state)
         self.engine.sync_weights(self.model)
+        self.version = version if version is not None else self.version + 1
 
     def weight_transfer(self, call: str, payload=None) -> None:
         self.engine.weight_transfer(call, payload)
@@ -217,8 +220,14 @@ class RolloutWorker:
         return _to_cpu(batch)
 
     def continue_rows(self, prompts: list[list[int]], prefixes: list[list[int]], budgets: list[int],
-                      params: SamplingParams, seed: int) -> list[Piece]:
-        """One chunk of each response under way (rlvr.rollout.partial), with the weights this worker holds now."""
+                      params: SamplingParams, seed: int, weights: tuple[int, list] | None = None) -> list[Piece]:
+        """One chunk of each response under way (rlvr.rollout.partial). ``weights``: (version, [state ref]) the round
+        was submitted with; a worker holding another version (a replacement started after a later update) loads
+        that state first, so a redone share samples with the round's weights."""
+        if weights is not None and weights[0] != self.version:
+            import ray
+
+            self.load(ray.get(weights[1][0]), weights[0])
         torch.manual_seed(seed)
         return continue_rows(self.engine, prompts, prefixes, budgets, params)
 
@@ -247,6 +256,7 @@ class RolloutPool:
         self.actor = ray.remote(num_cpus=reservation.cpus, num_gpus=reservation.gpus, max_restarts=0)(RolloutWorker)
         self.state = ray.put(_cpu_state(model))
         self.model, self.sender = model, None
+        self.version = 0  # weight updates sent so far
         self.workers = [self._start() for _ in range(cfg.cluster.rollout_workers)]
         # responses continued across weight updates (partial rollouts) hold tokens of older weights than the trainer's
         self.logprobs_serve_as_old_policy = ray.get(self.workers[0].serves_old_policy.remote()) \
@@ -264,20 +274,22 @@ class RolloutPool:
             self.sender = None
             self.state = self.ray.put(_cpu_state(self.model))
         config, tokenizer, engine, options, dtype = self.spec
-        return self.actor.options(scheduling_strategy="SPREAD").remote(config, tokenizer, self.state, engine, options, dtype)
+        return self.actor.options(scheduling_strategy="SPREAD").remote(config, tokenizer, self.state, engine, options,
+                                                                       dtype, self.version)
 
     def worker_pids(self) -> list[int]:
         return self.ray.get([w.pid.remote() for w in self.workers])
 
     def sync_weights(self, model) -> None:
         self.model = model
+        self.version += 1
         if self.transfer:
             if self.sender is None:
                 self.sender = NcclSender(self.ray, self.workers, self.ranks_per_worker, model)
             self.sender.send(model)
             return
         self.state = self.ray.put(_cpu_state(model))
-        self._each(lambda w, state: w.load.remote(state), [self.state] * len(self.workers))
+        self._each(lambda w, state: w.load.remote(state, self.version), [self.state] * len(self.workers))
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
         n = len(self.workers)
@@ -297,11 +309,16 @@ class RolloutPool:
     def submit_chunks(self, prompts: list[list[int]], prefixes: list[list[int]], budgets: list[int],
                       params: SamplingParams, seed: int):
         """Submit one round of chunks now (rlvr.train.streaming): each worker a contiguous share of the rows, with a
-        seed drawn from ``seed``; the workers sample with the weights sent before this call. ``gather_chunks`` waits."""
+        seed drawn from ``seed``; the workers sample with the weights sent before this call, and a share redone by a
+        replacement worker after a later update too (the round carries its weights' version and, through the object
+        store, their state; weights sent over NCCL are not kept, so there a redone share takes the newest).
+        ``gather_chunks`` waits."""
         n = len(self.workers)
         bounds = [len(prompts) * i // n for i in range(n + 1)]
         seeds = torch.randint(0, 2**62, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-        jobs = [(prompts[a:b], prefixes[a:b], budgets[a:b], params, s) if b > a else None
+        # in a list, the state's ref reaches the worker as a ref (Ray resolves only refs passed directly)
+        weights = None if self.transfer else (self.version, [self.state])
+        jobs = [(prompts[a:b], prefixes[a:b], budgets[a:b], params, s, weights) if b > a else None
                 for a, b, s in zip(bounds, bounds[1:], seeds)]
         call = lambda w, job: w.continue_rows.remote(*job)  # noqa: E731
         return call, jobs, submit_each(self.workers, call, jobs)

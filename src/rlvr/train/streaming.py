@@ -23,8 +23,10 @@ functions of the run's state (the admission order, the round number and ``train.
 version every round samples with is fixed by the order of the calls. A checkpoint waits for the round under way and
 saves the groups under way with it (their tokens, log-probs, entropies and versions): the in-flight state is
 CHECKPOINTED, so a run resumed after kill -9 continues with the same groups, the same rounds and the same seeds as
-the uninterrupted run. (A rollout worker that dies during a round is replaced with the newest weights, so that one
-round may differ from an uninterrupted run's; the run itself goes on.)
+the uninterrupted run. A rollout worker that dies during a round is replaced and redoes its share with the same
+seed and the round's weights (the round carries their version; rlvr.cluster.ray_backend.RolloutPool.submit_chunks),
+so that round too is the one an undisturbed run samples, except where weights go over NCCL (vLLM on GPUs), which
+keeps no earlier weights to redo it with.
 """
 
 from __future__ import annotations
