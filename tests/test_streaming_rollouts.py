@@ -266,8 +266,8 @@ def _command(model, out):
     advances a response by 2 tokens, so two-digit answers are continued across a weight update."""
     return [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples" / "arithmetic.yaml"),
             f"model.path={model}", f"train.out={out}", "data.train=arithmetic:train:digits=1",
-            "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=4", f"train.steps={STEPS}", "train.save_every=2",
-            "train.lr=1e-3", "train.progress=false", *STREAMING]
+            "data.prompts_per_step=8", "rollout.group_size=4", "rollout.max_new_tokens=4", f"train.steps={STEPS}",
+            "train.save_every=2", "train.lr=1e-3", "train.progress=false", *STREAMING]
 
 
 @pytest.fixture(scope="module")
