@@ -156,3 +156,13 @@ def test_eval_answers_image_prompts_with_a_trained_checkpoint(tmp_path, vlm_data
         out = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                              max_new_tokens=4, do_sample=False, suppress_tokens=placeholder_ids(model), **inputs)
         assert row["samples"][0]["response"] == tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("extra", [
+    ("algo.advantage=gae", "algo.critic=head"),                  # the value head on the multimodal trunk
+    ("algo.advantage=gae", "algo.critic=model"),                 # a separate critic model reads the images
+    ("algo.recipe=lp_reg",),                                     # the min-p proxy's own forward pass
+], ids=["value_head", "critic_model", "lp_reg"])
+def test_parts_with_forwards_of_their_own_train_a_vlm(tmp_path, vlm_data, extra):
+    rows = _train(vlm_data, tmp_path / "run", *extra, steps=2, save_every=0)
+    assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)

@@ -218,7 +218,7 @@ class SharedValueHead(StepPart):
 
     def __init__(self, cfg: Config, model: torch.nn.Module):
         self.algo = cfg.algo
-        self.value_head = ValueHead(model.config.hidden_size).to(next(model.parameters()).device)
+        self.value_head = ValueHead(model.config.get_text_config().hidden_size).to(next(model.parameters()).device)
 
     def old_values(self, model, batch, cfg: Config) -> torch.Tensor:
         return _values(model, self.value_head, batch, cfg)
@@ -253,9 +253,11 @@ def _values(model, head, batch, cfg: Config) -> torch.Tensor:
     micro = cfg.train.micro_batch_size or batch.size
     was_training = model.training
     model.eval()
+    every = torch.arange(batch.size, device=batch.response_ids.device)
     out = [policy_forward(model, batch.prompt_ids[i:i + micro], batch.prompt_mask[i:i + micro],
                           batch.response_ids[i:i + micro], batch.response_mask[i:i + micro],
-                          temperature=cfg.rollout.temperature, value_head=head).values
+                          temperature=cfg.rollout.temperature, value_head=head,
+                          **batch.image_inputs(every[i:i + micro])).values
            for i in range(0, batch.size, micro)]
     model.train(was_training)
     return torch.cat(out)
@@ -272,7 +274,7 @@ class SeparateCritic(StepPart):
     def __init__(self, cfg: Config, policy: torch.nn.Module, group: LearnerGroup = SINGLE):
         self.cfg, self.algo, self.group = cfg, cfg.algo, group
         self.model = copy.deepcopy(policy).train()
-        self.head = ValueHead(policy.config.hidden_size).to(next(policy.parameters()).device)
+        self.head = ValueHead(policy.config.get_text_config().hidden_size).to(next(policy.parameters()).device)
         self.params = list(self.model.parameters()) + list(self.head.parameters())
         self.optimizer = adamw(self.params, lr=cfg.algo.critic_lr or cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.steps_done = 0
@@ -291,7 +293,8 @@ class SeparateCritic(StepPart):
     def loss(self, exp, rows, out, mask, agg, norm_length):
         b = exp.batch
         values = policy_forward(self.model, b.prompt_ids[rows], b.prompt_mask[rows], b.response_ids[rows],
-                                b.response_mask[rows], temperature=self.cfg.rollout.temperature, value_head=self.head).values
+                                b.response_mask[rows], temperature=self.cfg.rollout.temperature, value_head=self.head,
+                                **b.image_inputs(torch.as_tensor(rows, device=b.response_ids.device))).values
         vf_loss, parts = losses.value_loss(values, exp.old_values[rows], exp.returns[rows], mask, clip=self.algo.value_clip)
         return vf_loss, {**parts, "vf_loss": vf_loss.item()}
 

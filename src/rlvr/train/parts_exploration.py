@@ -16,6 +16,7 @@ import torch
 from rlvr.algos import entropy_control as ec
 from rlvr.algos import losses
 from rlvr.config import Config
+from rlvr.models.multimodal import model_positions, placeholder_ids, suppress_placeholders
 from rlvr.train.parts import PartContext, StepPart, register_part
 
 # exp.loss_inputs key: [N, T] log-prob of each sampled token under the old policy's min-p proxy
@@ -53,13 +54,15 @@ def old_policy_proxy_logprobs(model, batch, cfg: Config, kappa: float) -> torch.
     was_training = model.training
     model.eval()
     pieces = []
+    every = torch.arange(batch.size, device=batch.response_ids.device)
     for i in range(0, batch.size, micro):
         rows = slice(i, i + micro)
         input_ids = torch.cat([prompt_ids[rows], batch.response_ids[rows]], dim=1)
         attention = torch.cat([prompt_mask[rows], batch.response_mask[rows].to(prompt_mask.dtype)], dim=1)
-        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
-                       logits_to_keep=width + 1).logits[:, :-1, :].float()
+        images = batch.image_inputs(every[rows])
+        logits = model(input_ids=input_ids, attention_mask=attention, logits_to_keep=width + 1,
+                       position_ids=model_positions(model, input_ids, attention, images), **images).logits
+        logits = suppress_placeholders(logits[:, :-1, :].float(), placeholder_ids(model))
         if temperature not in (0.0, 1.0):
             logits = logits / temperature
         pieces.append(ec.minp_proxy_logprobs(logits, batch.response_ids[rows], kappa))
