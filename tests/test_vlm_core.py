@@ -459,3 +459,26 @@ def test_model_from_config_builds_the_vlm_class(kind):
     replica = model_from_config(model.config)
     assert type(replica) is type(model)
     replica.load_state_dict(model.state_dict())
+
+
+def test_the_trainers_policy_rewards_give_each_row_its_image():
+    """add_policy_rewards (reward.policy in a run) scores each row with its own image: the same numbers as VeriFree
+    through logits_forward with the rows' images, not those of a forward that leaves the images out."""
+    from rlvr.rewards import PolicyBatch, compute
+    from rlvr.rollout.episodes import ScoredSamples
+    from rlvr.tasks import Task
+    from rlvr.train.rollouts import add_policy_rewards
+    from rlvr.verifiers.base import Status, Verdict
+
+    model, tok, batch, _ = _sampled(n=1)
+    tasks = [Task(prompt="count: ", reference="red", id=str(i)) for i in range(batch.size)]
+    samples = ScoredSamples(batch, tasks, [""] * batch.size, [Verdict(0.0, Status.INCORRECT, "x")] * batch.size,
+                            [0.0] * batch.size)
+    metrics = add_policy_rewards(samples, [{"source": "verifree"}], model, tok)
+    reference = torch.tensor([tok("red", add_special_tokens=False)["input_ids"]] * batch.size)
+    policy_batch = PolicyBatch(batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask,
+                               batch.group_index, reference_ids=reference, reference_mask=torch.ones_like(reference))
+    with torch.no_grad():
+        own = compute("verifree", policy_batch, logits_forward(model, batch.image_inputs(torch.arange(batch.size))))
+    torch.testing.assert_close(torch.tensor(samples.components["verifree"]), own.float(), atol=1e-6, rtol=1e-5)
+    assert metrics["reward/verifree"] == pytest.approx(float(own.mean()), abs=1e-6)

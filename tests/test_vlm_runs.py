@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -166,3 +167,17 @@ def test_eval_answers_image_prompts_with_a_trained_checkpoint(tmp_path, vlm_data
 def test_parts_with_forwards_of_their_own_train_a_vlm(tmp_path, vlm_data, extra):
     rows = _train(vlm_data, tmp_path / "run", *extra, steps=2, save_every=0)
     assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
+
+
+def test_ray_rollout_workers_sample_with_the_images(tmp_path, vlm_data):
+    pytest.importorskip("ray")
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rlvr-ray-"))
+    (tmp_path / "home").mkdir()
+    env = {**_env(), "HOME": str(tmp_path / "home"), "RAY_TMPDIR": str(ray_tmp)}
+    try:
+        done = subprocess.run(_command(vlm_data, tmp_path / "run", "cluster.backend=ray", "cluster.rollout_workers=2",
+                                       steps=2, save_every=0), capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(read_metrics(tmp_path / "run")) == 2

@@ -180,11 +180,11 @@ class RolloutWorker:
 
     def __init__(self, model_config, tokenizer, state, engine: str, options: dict[str, Any], dtype: str,
                  version: int = 0):
-        from transformers import AutoModelForCausalLM
+        from rlvr.models.loading import model_from_config
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU Ray gave this actor, if any
-        self.model = AutoModelForCausalLM.from_config(model_config, dtype=getattr(torch, dtype)).to(device).eval()
+        self.model = model_from_config(model_config, dtype=getattr(torch, dtype)).to(device).eval()
         self.model.load_state_dict(state)
         self.engine = build_engine(engine, self.model, tokenizer, **options)
         self.version = version  # how many updates the weights it holds have had (the pool's count)
@@ -213,10 +213,12 @@ class RolloutWorker:
         if close is not None:
             close()
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int,
+                 images: list[dict] | None = None) -> RolloutBatch:
         torch.manual_seed(seed)
         with torch.no_grad():
-            batch = self.engine.generate(prompts, params)
+            batch = self.engine.generate(prompts, params) if images is None else \
+                self.engine.generate(prompts, params, images=images)
         return _to_cpu(batch)
 
     def continue_rows(self, prompts: list[list[int]], prefixes: list[list[int]], budgets: list[int],
@@ -291,13 +293,17 @@ class RolloutPool:
         self.state = self.ray.put(_cpu_state(model))
         self._each(lambda w, state: w.load.remote(state, self.version), [self.state] * len(self.workers))
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutBatch:
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 images: list[dict] | None = None) -> RolloutBatch:
+        """``images``: one dict of image inputs per prompt (vision-language tasks), sent with the prompt's share."""
         n = len(self.workers)
         bounds = [len(prompts) * i // n for i in range(n + 1)]
         shares = [prompts[bounds[i]:bounds[i + 1]] for i in range(n)]
+        image_shares = [None if images is None else images[bounds[i]:bounds[i + 1]] for i in range(n)]
         seeds = torch.randint(0, 2**62, (n,)).tolist()  # from the learner's RNG: a resumed run samples the same
-        batches = self._each(lambda w, job: w.generate.remote(job[0], params, job[1]),
-                             [(share, seed) if share else None for share, seed in zip(shares, seeds)])
+        batches = self._each(lambda w, job: w.generate.remote(job[0], params, job[1], job[2]),
+                             [(share, seed, image_share) if share else None
+                              for share, seed, image_share in zip(shares, seeds, image_shares)])
         batch = concat_batches([b for b in batches if b is not None], self.tokenizer.pad_token_id)
         return _to_device(batch, self.device)
 

@@ -13,6 +13,7 @@ from rlvr.rollout import SamplingParams
 from rlvr.rollout.base import concat_batches, select_rows
 from rlvr.rollout.episodes import PromptPolicy, Scoring, ScoredSamples, generate_and_score
 from rlvr.tasks import PromptSampler
+from rlvr.train.policy import logits_forward
 
 # What DAPO's dynamic sampling compares within a group (algo.dynamic_sampling_metric): "score", the task verifier's
 # scores, is DAPO's constraint 0 < |{o_i | is_equivalent(a, o_i)}| < G (Yu et al., 2025, Eq. 11) and verl's
@@ -107,9 +108,7 @@ def add_policy_rewards(samples: ScoredSamples, terms: list[dict], model, tokeniz
                                batch.group_index, reference_ids=reference_ids, reference_mask=reference_mask,
                                answers=[v.extracted for v in samples.verdicts])
 
-    def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        return model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    forward = logits_forward(model, batch.image_inputs(torch.arange(batch.size, device=device)))
 
     was_training = model.training
     model.eval()
