@@ -10,7 +10,7 @@ import torch
 
 from rlvr.algos import filters
 from rlvr.rollout import SamplingParams
-from rlvr.rollout.base import concat_batches, select_rows
+from rlvr.rollout.base import select_rows
 from rlvr.rollout.episodes import PromptPolicy, Scoring, ScoredSamples, generate_and_score
 from rlvr.tasks import PromptSampler
 from rlvr.train.policy import logits_forward
