@@ -2,7 +2,7 @@
 GRPOTrainer with the same PEFT config, in one run.
 
     python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR] [--configs full,lora,...]
-                                [--lora-sampling merged]
+                                [--lora-sampling adapters]
 
 The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
 saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 25m: hidden
@@ -11,7 +11,7 @@ saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560,
 sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
 term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
 1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder; rlvr samples the LoRA
-policy as --lora-sampling says (model.lora.sampling: merged, the default here, or adapters).
+policy as --lora-sampling says (model.lora.sampling: adapters, rlvr's default, or merged).
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
 ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
@@ -123,7 +123,7 @@ def build_workload(workdir: Path, size: str) -> tuple[Path, Path]:
 
 
 def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path, *, lora: bool,
-                 checkpointing: bool, lora_sampling: str = "merged") -> list[str]:
+                 checkpointing: bool, lora_sampling: str = "adapters") -> list[str]:
     return [
         sys.executable, "-m", "rlvr.cli", "train", "/dev/null",
         f"model.path={model_dir}", f"data.train={data}", "data.verifier=exact",
@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
-    parser.add_argument("--lora-sampling", default="merged", choices=("merged", "adapters"),
+    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
                         help="how rlvr samples a LoRA policy (model.lora.sampling)")
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

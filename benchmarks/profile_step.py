@@ -3,7 +3,7 @@ benchmarks/memory.py (LoRA + gradient checkpointing, one update, GRPO's KL term)
 (DAPO's structure: 4 mini-batch updates per rollout batch).
 
     python benchmarks/profile_step.py --regime lora-ckpt [--size 100m] [--steps 2] [--threads 1] [--ops 12]
-                                      [--lora-sampling merged]
+                                      [--lora-sampling adapters]
     python benchmarks/profile_step.py --regime dapo [--size 25m] [--steps 4] [--threads 1]
 
 The run is ``rlvr train`` with exactly the options the two benchmarks give it, in this process; the steps after
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--size", help="model size (default: 100m for lora-ckpt, 25m for dapo)")
     parser.add_argument("--steps", type=int, default=None, help="steps run; all but the first are profiled")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--lora-sampling", default="merged", choices=("merged", "adapters"),
+    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
                         help="lora-ckpt: how the LoRA policy is sampled (model.lora.sampling)")
     parser.add_argument("--ops", type=int, default=12, help="operators listed after the phases")
     parser.add_argument("--workdir", help="where the model, data and run go (default: a temporary folder)")
@@ -144,6 +144,11 @@ def main() -> None:
         seconds = event.cpu_time_total / 1e6 / profiled
         print(f"{'  ' * indent + label:<52} {seconds:8.2f} {100 * seconds / total:5.0f}% "
               f"{event.count / profiled:10.1f}")
+    level_one = sum(events[label].cpu_time_total for label, indent, _, function in PHASES  # consecutive phases
+                    if indent == 1 and function != "forward_rows" and label in events)
+    rest = events["step"].cpu_time_total - level_one
+    print(f"{'  the rest of the step (rewards, phases not listed)':<52} {rest / 1e6 / profiled:8.2f} "
+          f"{100 * rest / events['step'].cpu_time_total:5.0f}%")
     print(f"\ntop {args.ops} operators by self time (s/step, calls/step)")
     ops = sorted((e for e in events.values() if not any(e.key == p[0] for p in PHASES) and e.key != "step"),
                  key=lambda e: -e.self_cpu_time_total)
