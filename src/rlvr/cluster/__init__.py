@@ -41,6 +41,9 @@ def check_layout(cfg: Config) -> None:
     if c.backend == "local" and cfg.rollout.engine_options.get("weight_sync") == "nccl":
         raise ConfigError("rollout.engine_options.weight_sync=nccl needs cluster.backend=ray (it broadcasts the "
                           "learner's weights to rollout workers on other GPUs; one process uses weight_sync=inplace)")
+    from rlvr.train.streaming import check_streaming
+
+    check_streaming(cfg)
     if c.learners > 1 and c.learner_strategy == "fsdp2" and cfg.model.lora is not None:
         raise ConfigError("cluster.learner_strategy=fsdp2 with model.lora: LoRA adapters are small, "
                           "use cluster.learner_strategy=ddp")

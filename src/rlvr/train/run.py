@@ -114,7 +114,7 @@ class RunSetupError(UserError):
 
 # What a run writes into train.out; a directory holding any of these holds an earlier run.
 RUN_FILES = ("metrics.jsonl", "config.yaml", "manifest.json", "checkpoint-*", ".tmp-checkpoint-*", "eval", "report",
-             "reward_errors.log", "samples.jsonl", "tensorboard")
+             "reward_errors.log", "samples.jsonl", "tensorboard", "rollout_versions.jsonl")
 
 
 def prepare_run_dir(cfg: Config, resume: bool) -> None:
