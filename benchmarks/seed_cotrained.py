@@ -145,29 +145,21 @@ def run(name: str, algo: dict, terms: list | None, warm: Path, verifier: Path, o
     return train(cfg)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=80)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("runs/seed_cotrained"))
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    started = time.perf_counter()
-    warm = warm_start(args.out, args.seed)
-    verifier = verifier_start(warm, args.out, args.seed)
+def cotrained_table(*, steps: int, seed: int, out: Path) -> str:
+    """The co-trained verifiers against the rule verifier (module docstring), as a markdown table."""
+    warm = warm_start(out, seed)
+    verifier = verifier_start(warm, out, seed)
     eval_tasks = load_tasks("arithmetic:eval:digits=1")
     answers = heldout_answers(eval_tasks)
-    quarter = max(1, args.steps // 4)
-    lines = [f"held-out: {len(eval_tasks)} questions, {len(answers)} answers; seed {args.seed}, {args.steps} steps",
+    quarter = max(1, steps // 4)
+    lines = [f"held-out: {len(eval_tasks)} questions, {len(answers)} answers; seed {seed}, {steps} steps",
              "| run | step | verifier agree (right / wrong) | policy held-out acc | checker score (quarter) | true acc (quarter) | gap |",
              "|---|---|---|---|---|---|---|"]
     for name, (algo, terms) in RUNS.items():
-        folder = run(name, algo, terms, warm, verifier, args.out, steps=args.steps, seed=args.seed)
+        folder = run(name, algo, terms, warm, verifier, out, steps=steps, seed=seed)
         rows = read_metrics(folder)
         objective = "rl" if algo.get("recipe") == "tango" else "contrastive"
-        for step in range(0, args.steps + 1, quarter):
+        for step in range(0, steps + 1, quarter):
             point = folder / f"checkpoint-{step}"
             if step and not point.is_dir():
                 continue
@@ -183,7 +175,20 @@ def main(argv: list[str] | None = None) -> int:
                 paid, true, gap = f"{p:.2f}", f"{t:.2f}", f"{p - t:+.2f}"
             acc = policy_accuracy(warm if step == 0 else point, eval_tasks)
             lines.append(f"| {name} | {step} | {agree} | {acc:.2f} | {paid} | {true} | {gap} |")
-    table = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("runs/seed_cotrained"))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    started = time.perf_counter()
+    table = cotrained_table(steps=args.steps, seed=args.seed, out=args.out)
     print(table)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, threads {args.threads}; "
           f"total {time.perf_counter() - started:.0f} s")

@@ -3,6 +3,7 @@
     python benchmarks/seed_methods.py --family guidance   # GHPO vs GRPO on chains the warm model rarely solves
     python benchmarks/seed_methods.py --family expert     # LUFFY vs GRPO vs SFT-then-GRPO: pass@1 and pass@16
     python benchmarks/seed_methods.py --family process    # sum-form step credit vs PURE; PRIME vs RLOO
+    python benchmarks/seed_methods.py --family verification  # RISE / Critique-RL, trained judge and PRM, co-trained verifiers
     options: [--steps N] [--seed 0] [--out runs/seed_methods] [--threads 2]
 
 Every family starts from the same warm model: the demo's tiny character-level Llama (0.4M parameters; a 256-token
@@ -208,7 +209,17 @@ def more_families() -> dict[str, Any]:
         from seed_families_more import FAMILIES as more
     except ImportError:
         return {}
-    return dict(more)
+    return {**more, "verification": verification_family}
+
+
+def verification_family(*, steps: int, seed: int, out: Path) -> str:
+    """Models that check: self-verification (GRPO, RISE, Critique-RL), a judge and a step labeller trained by rlvr
+    (benchmarks/seed_verification.py), and verifiers co-trained beside the policy (benchmarks/seed_cotrained.py)."""
+    from seed_cotrained import cotrained_table
+    from seed_verification import run_verification
+
+    lines = run_verification(argparse.Namespace(steps=steps, seed=seed, out=out / "verification"))
+    return "\n".join([*lines, "", cotrained_table(steps=steps, seed=seed, out=out / "cotrained")])
 
 
 def main(argv: list[str] | None = None) -> int:
