@@ -535,14 +535,6 @@ class VerifierStage(CollectionStage):
     def __init__(self, verifier: CotrainedVerifier):
         self.verifier = verifier
 
-    def prompt_limit(self) -> int:
-        """The most prompt tokens the verifier reads: ``max_prompt_tokens``, and room left in its context for the
-        verdict, so a long answer is read by its end and never overflows the model."""
-        o = self.options
-        context = getattr(self.model.config, "max_position_embeddings", None)
-        verdict = max(o.max_new_tokens, len(self.yes_ids), len(self.no_ids))
-        return max(1, min(o.max_prompt_tokens, context - verdict)) if context else o.max_prompt_tokens
-
     def run(self, samples: ScoredSamples, ctx: StageContext, step: int) -> tuple[ScoredSamples, dict[str, float]]:
         return self.verifier.run(samples, ctx, step)
 
