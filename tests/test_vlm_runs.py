@@ -163,10 +163,14 @@ def test_eval_answers_image_prompts_with_a_trained_checkpoint(tmp_path, vlm_data
     ("algo.advantage=gae", "algo.critic=head"),                  # the value head on the multimodal trunk
     ("algo.advantage=gae", "algo.critic=model"),                 # a separate critic model reads the images
     ("algo.recipe=lp_reg",),                                     # the min-p proxy's own forward pass
-], ids=["value_head", "critic_model", "lp_reg"])
+    ("algo.entropy_coef=0.01",),                                 # entropy over logits with suppressed placeholders
+    ("algo.papo_coef=0.01", "algo.papo_entropy_coef=0.03"),      # PAPO's masked-image forward
+], ids=["value_head", "critic_model", "lp_reg", "entropy_bonus", "papo"])
 def test_parts_with_forwards_of_their_own_train_a_vlm(tmp_path, vlm_data, extra):
     rows = _train(vlm_data, tmp_path / "run", *extra, steps=2, save_every=0)
     assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
+    if "algo.papo_coef=0.01" in extra:
+        assert all(any(k.startswith("papo/") for k in r) for r in rows), rows[0].keys()
 
 
 def test_ray_rollout_workers_sample_with_the_images(tmp_path, vlm_data):

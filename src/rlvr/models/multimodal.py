@@ -166,17 +166,23 @@ def placeholder_ids(model) -> list[int]:
     return [t for t in (getattr(config, k, None) for k in ("image_token_id", "video_token_id")) if isinstance(t, int)]
 
 
+# The logit a placeholder token gets: its softmax probability is exactly 0 in float32 (and bfloat16) next to any
+# real logit at any sampling temperature up to 10, while p * z stays 0 (with -inf, an entropy's sum of p * z is NaN).
+SUPPRESSED_LOGIT = -1e4
+
+
 def suppress_placeholders(logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
-    """``logits`` with the placeholder tokens ``ids`` set to -inf (a copy; unchanged when ``ids`` is empty)."""
+    """``logits`` with the placeholder tokens ``ids`` set to ``SUPPRESSED_LOGIT`` (a copy; unchanged when ``ids`` is
+    empty)."""
     if not ids:
         return logits
     suppressed = logits.clone()
-    suppressed[..., ids] = float("-inf")
+    suppressed[..., ids] = SUPPRESSED_LOGIT
     return suppressed
 
 
 class PlaceholderFreeHead(torch.nn.Module):
-    """An LM head whose logits give the placeholder tokens -inf (for the chunked log-prob path)."""
+    """An LM head whose logits suppress the placeholder tokens (for the chunked log-prob path)."""
 
     def __init__(self, head: torch.nn.Module, ids: list[int]):
         super().__init__()

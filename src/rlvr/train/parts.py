@@ -450,4 +450,6 @@ class EntropyBonus(StepPart):
 
 
 # parts of their own modules, registered after the ones above (build order = registration order)
-from rlvr.train import mismatch, parts_distill, parts_exploration, parts_process, parts_verifier  # noqa: E402,F401
+from rlvr.train import (  # noqa: E402,F401
+    mismatch, parts_distill, parts_exploration, parts_perception, parts_process, parts_verifier,
+)
