@@ -103,7 +103,7 @@ def load_lora_policy(cfg: Config, checkpoint: Path | None):
     checkpoint's adapter (trainable) when resuming."""
     model, tokenizer = load_model(cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
     if checkpoint is not None:
-        return load_adapter(model, checkpoint, trainable=True), tokenizer
+        return load_adapter(model, checkpoint, trainable=True, sampling=cfg.model.lora.get("sampling")), tokenizer
     return apply_lora(model, cfg.model.lora, cfg.model.path), tokenizer
 
 
