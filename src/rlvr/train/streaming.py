@@ -42,6 +42,7 @@ import torch
 from rlvr.config import ConfigError
 from rlvr.envs import SINGLE_TURN
 from rlvr.models import encode_prompt
+from rlvr.rollout.agent import episode_batch
 from rlvr.rollout.base import RolloutBatch, SamplingParams
 from rlvr.rollout.episodes import ScoredSamples, cut_at_stop, fit_prompts, score_samples
 from rlvr.rollout.partial import Piece
@@ -308,29 +309,7 @@ def staleness_metrics(groups: list[Group], version: int) -> dict[str, float]:
 
 def assemble(groups: list[Group], pad_id: int, device: torch.device | str = "cpu") -> RolloutBatch:
     """The finished groups as one batch: group i's responses are rows i*n .. i*n+n-1, prompts left-padded, responses
-    right-padded, each token with the log-prob and entropy it was sampled with."""
-    rows = [(g.prompt, r) for g in groups for r in g.responses]
-    prompt_width = max(len(p) for p, _ in rows)
-    width = max(1, max(len(r.tokens) for _, r in rows))
-    n = len(rows)
-    prompt_ids = torch.full((n, prompt_width), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((n, prompt_width), dtype=torch.long)
-    response_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((n, width), dtype=torch.long)
-    logprobs = torch.zeros((n, width), dtype=torch.float32)
-    entropy = torch.zeros((n, width), dtype=torch.float32)
-    for i, (prompt, r) in enumerate(rows):
-        if prompt:
-            prompt_ids[i, prompt_width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            prompt_mask[i, prompt_width - len(prompt):] = 1
-        k = len(r.tokens)
-        response_ids[i, :k] = torch.tensor(r.tokens, dtype=torch.long)
-        response_mask[i, :k] = 1
-        logprobs[i, :k] = torch.tensor(r.logprobs, dtype=torch.float32)
-        entropy[i, :k] = torch.tensor(r.entropy, dtype=torch.float32)
-    truncated = torch.tensor([r.truncated for _, r in rows], dtype=torch.bool)
-    group_index = torch.arange(len(groups)).repeat_interleave(torch.tensor([len(g.responses) for g in groups]))
-    fields = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids,
-                  response_mask=response_mask, logprobs=logprobs, truncated=truncated, group_index=group_index,
-                  entropy=entropy)
-    return RolloutBatch(**{k: v.to(device) for k, v in fields.items()})
+    right-padded, each token with the log-prob and entropy it was sampled with (every token trained on)."""
+    rows = [(g.prompt, r.tokens, [1] * len(r.tokens), r.logprobs, r.entropy) for g in groups for r in g.responses]
+    truncated = [r.truncated for g in groups for r in g.responses]
+    return episode_batch(rows, truncated, pad_id, len(groups[0].responses), device, has_entropy=True)
