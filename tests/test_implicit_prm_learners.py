@@ -100,4 +100,7 @@ def test_two_learners_train_the_prm_as_one_does(tmp_path):
 
 
 if __name__ == "__main__":
+    from rlvr.cluster.learners import exit_rank
+
     _rank_main(sys.argv[1], sys.argv[2])
+    exit_rank(0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from typing import Any
 
 import torch
@@ -156,6 +157,22 @@ class TorchLearnerGroup(LearnerGroup):
         if not self._closed and dist.is_initialized():
             dist.destroy_process_group()
         self._closed = True
+
+
+def exit_rank(code: int) -> None:
+    """End a finished rank process now, with ``code``, after flushing its logs and output. A normal interpreter exit
+    runs the C++ static destructors while the process group's background threads may still be joinable, and the
+    C++ runtime then aborts a rank that finished its work ("terminate called without an active exception", exit
+    status -6), now and then; ``os._exit`` skips that teardown. Call it after the group is closed."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _is_sharded(p: torch.Tensor) -> bool:

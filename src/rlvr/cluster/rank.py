@@ -6,11 +6,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 
-from rlvr.cluster.learners import TorchLearnerGroup, local_rank
+from rlvr.cluster.learners import TorchLearnerGroup, exit_rank, local_rank
 from rlvr.cluster.lifeline import watch_driver
 from rlvr.config import load_config
 from rlvr.models import resolve_device
@@ -37,4 +36,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())  # an exception still exits through the interpreter, with its traceback
