@@ -6,6 +6,8 @@ for every row, as before. The updates themselves stay equal to the spelled-out P
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -62,19 +64,28 @@ def forwarded(monkeypatch):
     return calls
 
 
+def _first_mini_batch(batch, cfg) -> list[int]:
+    return learner.mini_batch_rows(batch.size, cfg.algo.mini_batches, generator=None)[0].tolist()
+
+
 @pytest.mark.parametrize("zero_groups", [(), (0, 2), (1,), (0, 1, 2, 3)])
 def test_old_logp_forward_only_for_rows_with_a_gradient(zero_groups, forwarded):
+    """The rows of the first update take their old log-probs from that update's own forward (the weights have not
+    moved and the tiny model has no dropout); one no-grad forward before it covers the other rows with a gradient."""
     model, batch, rewards, cfg = _setup(zero_groups)
-    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
-    assert not exp.old_from_rollout  # two updates: the trainer's own old log-probs
-    mixed = [r for r in range(batch.size) if int(batch.group_index[r]) not in zero_groups]
-    assert forwarded == ([mixed] if mixed else [])  # one forward, of exactly the rows that can have a gradient
     expected = _trainer_logp(model, batch)
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
+    assert not exp.old_from_rollout and forwarded == []  # two updates: the trainer's own, taken by learn
+    metrics = learn(model, torch.optim.SGD(model.parameters(), lr=0.1), exp, {}, cfg)
+    mixed = [r for r in range(batch.size) if int(batch.group_index[r]) not in zero_groups]
+    first = [r for r in _first_mini_batch(batch, cfg) if r in mixed]
+    rest = [r for r in mixed if r not in first]
+    assert forwarded[:-1] == ([rest] if rest else []) and forwarded[-1:] == ([mixed] if mixed else [])
     m = batch.response_mask.bool()
     for r in range(batch.size):
         want = expected[r] if r in mixed else batch.logprobs[r]  # the others are never read: the engine's stay
         torch.testing.assert_close(exp.old_logp[r][m[r]], want[m[r]], rtol=1e-5, atol=1e-6)
-    assert ("rollout_kl" in exp.metrics) and exp.metrics["rollout_kl"] < 1e-6
+    assert (("rollout_kl" in metrics) and metrics["rollout_kl"] < 1e-6) == bool(mixed)
 
 
 def test_rows_without_gradient_still_skip_after_the_update(forwarded):
@@ -82,7 +93,41 @@ def test_rows_without_gradient_still_skip_after_the_update(forwarded):
     model, batch, rewards, cfg = _setup((0, 2))
     exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
     metrics = learn(model, torch.optim.SGD(model.parameters(), lr=0.1), exp, {}, cfg)
-    assert forwarded[0] == forwarded[-1] and metrics["approx_kl"] > 0
+    first = [r for r in _first_mini_batch(batch, cfg) if int(batch.group_index[r]) not in (0, 2)]
+    assert sorted(forwarded[0] + first) == forwarded[-1] and metrics["approx_kl"] > 0
+
+
+def test_a_single_update_of_a_model_without_dropout_takes_no_old_logp_forward(forwarded):
+    """Without the sampler's log-probs, a single update's old log-probs are its own forward's (ratio exactly 1, no
+    clipping); the update equals the one that takes them from a separate no-grad forward."""
+    model, batch, rewards, cfg = _setup((1,), mini_batches=1)
+    twin = copy.deepcopy(model)
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=False)
+    metrics = learn(model, torch.optim.SGD(model.parameters(), lr=0.5), exp, {}, cfg)
+    assert forwarded[:-1] == [] and metrics["clip_frac"] == 0.0  # the only no-grad forward is approx_kl's
+    separate = prepare_experience(twin, batch, rewards, {}, cfg, engine_logprobs_serve=False)
+    forwarded.clear()
+    assert separate.old_logp.shape == batch.logprobs.shape  # read before learn: one forward of every row, as before
+    twin_metrics = learn(twin, torch.optim.SGD(twin.parameters(), lr=0.5), separate, {}, cfg)
+    assert forwarded[0] == list(range(batch.size)) and len(forwarded) == 2
+    assert abs(twin_metrics["loss"] - metrics["loss"]) < 1e-6
+    for (name, a), b in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("where", ["module", "config"])
+def test_a_model_with_dropout_takes_its_old_logp_before_the_first_update(where, forwarded):
+    """Dropout makes a training-mode forward a different function: the old log-probs come from a no-grad forward
+    in evaluation mode, before the first update, as before."""
+    model, batch, rewards, cfg = _setup((1,))
+    if where == "module":
+        model.model.layers[0].mlp = torch.nn.Sequential(model.model.layers[0].mlp, torch.nn.Dropout(0.1))
+    else:
+        model.config.attention_dropout = 0.1
+    assert not learner.computes_the_same_in_training(model)
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
+    mixed = [r for r in range(batch.size) if int(batch.group_index[r]) != 1]
+    assert forwarded == [mixed] and "rollout_kl" in exp.metrics
 
 
 class _ReadsOldWhileShaping(StepPart):
@@ -136,3 +181,11 @@ def test_updates_without_trained_rows_step_adam_on_zeros_allocated_once(monkeypa
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.detach(), reference[name].detach(), rtol=0, atol=0, msg=name)
     assert len(allocated) <= len(list(model.parameters())) + 4  # once per parameter (+ a few per-update scalars)
+
+
+def test_approx_kl_off_leaves_the_metric_out_and_its_forward_untaken(forwarded):
+    model, batch, rewards, cfg = _setup((1,), mini_batches=1)
+    cfg.train.approx_kl = False
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=False)
+    metrics = learn(model, torch.optim.SGD(model.parameters(), lr=0.5), exp, {}, cfg)
+    assert forwarded == [] and "approx_kl" not in metrics and metrics["updates"] == 1

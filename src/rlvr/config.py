@@ -177,6 +177,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, ~30% more time)
     max_tokens_per_micro_batch: int = 0  # token budget of one backward pass, rows grouped by length (0 = off)
     log_samples: int = 4  # rows of RUN_DIR/samples.jsonl per step: prompt, response, reward, verdict (0 = none)
+    approx_kl: bool = True  # after the updates, one no-grad forward of the trained rows measures approx_kl (false: the metric is left out)
     deterministic: bool = False  # one torch thread and kernels pinned to AVX2: the same numbers on any x86-64 CPU with AVX2 and FMA (docs/performance.md)
 
 

@@ -77,6 +77,43 @@ class Experience:
         self.old_logp = old
         return True
 
+    def defer_old_logp_to_first_update(self, trained: torch.Tensor,
+                                       of_rows: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Leave the pending old log-probs of the ``trained`` rows to ``learn``: the rows of its first update take
+        theirs from that update's own forward (``old_logp_before_first_update``); reading ``old_logp`` before then
+        still computes every row."""
+        self.__dict__["_old_logp_at_first_update"] = (trained.tolist(), of_rows)
+
+    def old_logp_before_first_update(self, first_rows: list[int]) -> list[int]:
+        """At the first update, whose trained rows are ``first_rows``: if the old log-probs were left to it, those of
+        the other trained rows now, from one no-grad forward of the unchanged weights, and the rows whose old
+        log-probs the update's own forward gives (it sets them with ``set_old_logp_from_update``); else []."""
+        deferred = self.__dict__.pop("_old_logp_at_first_update", None)
+        if deferred is None:
+            return []
+        trained, of_rows = deferred
+        self.__dict__["_old_logp_trained"] = trained
+        if "_pending_old_logp" not in self.__dict__:  # read since, for every row
+            return []
+        taken = set(first_rows)
+        rest = [r for r in trained if r not in taken]
+        rows = torch.tensor(rest, dtype=torch.long, device=self.batch.logprobs.device)
+        self.resolve_old_logp(rows, of_rows)
+        return [r for r in first_rows if r in set(trained)]
+
+    def set_old_logp_from_update(self, rows: torch.Tensor, logp: torch.Tensor) -> None:
+        """The old log-probs of ``rows`` are the first update's own (detached) log-probs: the weights have not moved
+        yet, and the model computes the same function in training mode (``computes_the_same_in_training``)."""
+        self.old_logp[rows] = logp.detach().to(self.old_logp.dtype)
+
+    def old_logp_metrics(self) -> dict[str, float]:
+        """The sampler-vs-trainer mismatch of the old log-probs the first update completed (empty otherwise)."""
+        trained = self.__dict__.pop("_old_logp_trained", None)
+        if not trained:
+            return {}
+        rows = torch.tensor(trained, dtype=torch.long, device=self.batch.logprobs.device)
+        return offpolicy.mismatch_metrics(self.old_logp[rows], self.batch.logprobs[rows], self.batch.loss_mask[rows])
+
     def __getattr__(self, name: str):  # only reached while old_logp is pending (it is then absent from __dict__)
         pending = self.__dict__.get("_pending_old_logp")
         if name != "old_logp" or pending is None:
@@ -244,10 +281,33 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
     if not old_from_rollout:
         # rows whose loss and gradient are exactly zero never read their old log-probs: no forward for them
         trained = rows_needing_gradients(exp, parts, cfg)
+        if "_pending_old_logp" in exp.__dict__ and group.world == 1 and computes_the_same_in_training(model):
+            exp.defer_old_logp_to_first_update(trained, old_logp_of)  # the first update's forward gives its rows'
+            return exp
         computed = trained if exp.resolve_old_logp(trained, old_logp_of) else every
         exp.metrics.update(offpolicy.mismatch_metrics(exp.old_logp[computed], batch.logprobs[computed],
                                                       batch.loss_mask[computed]))
     return exp
+
+
+def computes_the_same_in_training(model) -> bool:
+    """True when ``model`` computes the same function in training and evaluation mode: no dropout module with
+    p > 0 and no dropout rate in its config or sub-configs (attention dropout is applied inside the attention
+    call from the config). Then the first update's own forward, taken before any weight moves, gives the old
+    policy's log-probs, as TRL's GRPOTrainer and verl take them for a single on-policy update."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return False
+    configs = [getattr(model, "config", None)]
+    while configs:
+        config = configs.pop()
+        if config is None:
+            continue
+        for key, value in vars(config).items():
+            if "dropout" in key and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return False
+            if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+                configs.append(value)
+    return True
 
 
 def estimator_inputs(exp: Experience, parts: Mapping[str, StepPart], cfg: Config, baseline_rewards, task_ids):
@@ -304,8 +364,8 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
           group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None) -> dict[str, float]:
     """``ppo_epochs`` x ``mini_batches`` optimizer steps on the experience; metrics ("loss", "grad_norm", ...)
     averaged over the updates that were applied, plus "updates" (optimizer steps taken), "bad_step" (1 if any
-    update was skipped for a non-finite loss or gradient), "skipped_updates" (how many) and "approx_kl" between the
-    policy after the last update and the old policy. When every update was skipped, the metrics are the finite
+    update was skipped for a non-finite loss or gradient), "skipped_updates" (how many) and, unless train.approx_kl
+    is false, "approx_kl" between the policy after the last update and the old policy. When every update was skipped, the metrics are the finite
     values of the skipped updates and "loss" and "grad_norm" (not finite there) are left out of the step's metrics. ``on_update(i, m)``
     is called after every optimizer step that changed the weights. With a ``group`` of several ranks each rank
     runs the forward and backward passes of its shard of every mini-batch (rlvr.train.group)."""
@@ -319,8 +379,10 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
         for rows in mini_batch_rows(exp.size, mini_batches, generator=shuffle):
             rows = rows.to(exp.advantages.device)
             trained = [r for r in rows.tolist() if r in needed]
+            old_from_update = [] if per_update else exp.old_logp_before_first_update(trained)
             metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group,
-                             loss_scale=loss_scale, zero_grads=zero_grads)
+                             loss_scale=loss_scale, zero_grads=zero_grads, old_from_update=old_from_update)
+            exp.metrics.update(exp.old_logp_metrics())
             stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
             if stepped:
@@ -334,19 +396,21 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
     result["bad_step"] = int(skipped > 0)
     result["skipped_updates"] = skipped
     result["rows_backpropagated"] = float(len(needed))
-    result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg, group)
+    if cfg.train.approx_kl:
+        result["approx_kl"] = approx_kl(model, exp, sorted(needed), cfg, group)
     return result
 
 
 def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
            cfg: Config, *, first: bool, group: LearnerGroup = SINGLE, loss_scale: LossScale | None = None,
-           zero_grads: dict[int, torch.Tensor] | None = None) -> dict[str, float]:
+           zero_grads: dict[int, torch.Tensor] | None = None, old_from_update: list[int] = ()) -> dict[str, float]:
     """One optimizer step on the mini-batch ``rows``; only the ``trained`` rows (those that can have a gradient)
     run forward and backward, each rank its shard of them. Micro-batches are weighted by their units over the
     whole mini-batch's units, so the loss (and the gradient summed over ranks) equals the mini-batch's loss;
     metrics are averaged over the units (tokens or rows) that produced them, on every rank. With a float16
     ``loss_scale`` (rlvr.train.loss_scale) the gradients are taken of the scaled loss, and a backward pass that
-    overflowed is redone with a smaller scale. ``zero_grads`` keeps the zero gradients of an update with no trained
+    overflowed is redone with a smaller scale. The rows of ``old_from_update`` take their old log-probs from this
+    update's forward (see ``Experience.old_logp_before_first_update``). ``zero_grads`` keeps the zero gradients of an update with no trained
     row for the next such update (clipping and unscaling leave zeros as they are), so they are allocated once."""
     params = [p for group_ in optimizer.param_groups for p in group_["params"]]
     zero_grads = {} if zero_grads is None else zero_grads
@@ -356,7 +420,8 @@ def update(model, optimizer, exp: Experience, rows: torch.Tensor, trained: list[
 
     def run_backward(scale: float) -> float:
         result.clear()
-        result.update(backward(model, exp, rows, trained, parts, cfg, first=first, group=group, scale=scale))
+        result.update(backward(model, exp, rows, trained, parts, cfg, first=first, group=group, scale=scale,
+                               old_from_update=old_from_update))
         if not trained:  # every advantage is zero: the gradient is exactly zero, and Adam still takes its step
             for p in params:
                 p.grad = zero_grads.get(id(p))
@@ -406,7 +471,8 @@ def begin_update(model, exp: Experience, rows: torch.Tensor, parts: Mapping[str,
 
 
 def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], parts: Mapping[str, StepPart],
-             cfg: Config, *, first: bool, group: LearnerGroup, scale: float = 1.0) -> dict[str, float]:
+             cfg: Config, *, first: bool, group: LearnerGroup, scale: float = 1.0,
+             old_from_update: list[int] = ()) -> dict[str, float]:
     """Forward and backward passes of this rank's shard of the mini-batch ``rows``, the loss multiplied by ``scale``;
     returns the mini-batch's metrics, "loss" (unscaled) among them."""
     algo = cfg.algo
@@ -425,6 +491,9 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
         out = rows_forward(model, batch, r, cfg, with_entropy=wants_entropy, entropy_grad=entropy_grad,
                            value_head=value_head, **forward_kwargs(group))
         metrics: dict[str, float] = {}
+        if old_from_update and group_rows:  # the weights have not moved: this forward IS the old policy's
+            own = [i for i, row in enumerate(group_rows) if row in set(old_from_update)]
+            exp.set_old_logp_from_update(r[own], out.logp[own])
         if first and exp.old_from_rollout and group_rows:  # unchanged since sampling: this IS the trainer's old policy
             metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.loss_mask[r]))
         weights = None
