@@ -2,7 +2,7 @@
 GRPOTrainer with the same PEFT config, in one run.
 
     python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR] [--configs full,lora,...]
-                                [--lora-sampling adapters]
+                                [--lora-sampling merged]
 
 The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
 saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 25m: hidden
@@ -11,7 +11,11 @@ saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560,
 sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
 term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
 1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder; rlvr samples the LoRA
-policy as --lora-sampling says (model.lora.sampling: adapters, rlvr's default, or merged).
+policy as --lora-sampling says: merged (the benchmark's default: from a fused copy of W0 + (alpha / r) B A built
+for each generate call, which costs one more copy of the adapted weights while sampling) or adapters
+(model.lora.sampling's default: through the adapters in place, no copy, several more small operations). rlvr runs with
+train.approx_kl=false: TRL's GRPOTrainer measures no KL between the policy before and after the update, so that
+forward is left out of rlvr's step too and both trainers do the same work.
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
 ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
@@ -123,7 +127,7 @@ def build_workload(workdir: Path, size: str) -> tuple[Path, Path]:
 
 
 def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Path, *, lora: bool,
-                 checkpointing: bool, lora_sampling: str = "adapters") -> list[str]:
+                 checkpointing: bool, lora_sampling: str = "merged") -> list[str]:
     return [
         sys.executable, "-m", "rlvr.cli", "train", "/dev/null",
         f"model.path={model_dir}", f"data.train={data}", "data.verifier=exact",
@@ -132,6 +136,7 @@ def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Pat
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
         f"train.out={out}", f"model.lora={json.dumps({**LORA, 'sampling': lora_sampling}) if lora else 'null'}",
         f"train.gradient_checkpointing={str(checkpointing).lower()}", "train.overwrite=true",
+        "train.approx_kl=false",  # a diagnostic TRL does not compute (see the docstring)
     ]
 
 
@@ -177,7 +182,7 @@ def main() -> None:
     parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
-    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
+    parser.add_argument("--lora-sampling", default="merged", choices=("adapters", "merged"),
                         help="how rlvr samples a LoRA policy (model.lora.sampling)")
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -3,7 +3,7 @@ benchmarks/memory.py (LoRA + gradient checkpointing, one update, GRPO's KL term)
 (DAPO's structure: 4 mini-batch updates per rollout batch).
 
     python benchmarks/profile_step.py --regime lora-ckpt [--size 100m] [--steps 2] [--threads 1] [--ops 12]
-                                      [--lora-sampling adapters]
+                                      [--lora-sampling merged]
     python benchmarks/profile_step.py --regime dapo [--size 25m] [--steps 4] [--threads 1]
 
 The run is ``rlvr train`` with exactly the options the two benchmarks give it, in this process; the steps after
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--size", help="model size (default: 100m for lora-ckpt, 25m for dapo)")
     parser.add_argument("--steps", type=int, default=None, help="steps run; all but the first are profiled")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
+    parser.add_argument("--lora-sampling", default="merged", choices=("adapters", "merged"),
                         help="lora-ckpt: how the LoRA policy is sampled (model.lora.sampling)")
     parser.add_argument("--ops", type=int, default=12, help="operators listed after the phases")
     parser.add_argument("--workdir", help="where the model, data and run go (default: a temporary folder)")

@@ -8,7 +8,9 @@ hidden 512, 6 layers, 8 heads, ~25M), 512 prompts like "37+58=", reward = exact 
 first line; per step 8 prompts x 8 samples, at most 32 new tokens, temperature 1.0, no KL term (no
 reference model), learning rate 1e-5, float32, 2 torch threads; either one optimizer update per rollout batch
 ("single") or DAPO's structure scaled to this batch ("dapo": 4 mini-batch updates of 16 completions each, clip
-0.2/0.28; rlvr algo.mini_batches=4, TRL steps_per_generation=4 with per_device_train_batch_size=16).
+0.2/0.28; rlvr algo.mini_batches=4, TRL steps_per_generation=4 with per_device_train_batch_size=16). rlvr
+runs with train.approx_kl=false: TRL measures no KL between the policy before and after a step, so both
+trainers do the same work.
 
 Each trainer runs as its own process for 3 and for 13 steps; seconds per step = (time for 13 - time for 3)
 / 10, so start-up, model loading and the final save cancel out. The two trainers are run alternately,
@@ -91,7 +93,7 @@ def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Pat
         "data.verifier_options={first_line: true}", "data.prompts_per_step=8", "rollout.group_size=8",
         "rollout.max_new_tokens=32", "rollout.temperature=1.0", "algo.kl_coef=0", "train.lr=1e-5",
         f"train.steps={steps}", f"train.threads={threads}", "train.save_every=0", "train.progress=false",
-        f"train.out={out}", *dapo,
+        f"train.out={out}", "train.approx_kl=false", *dapo,  # a diagnostic TRL does not compute (see the docstring)
     ]
 
 
