@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rlvr.demo.vlm import warmup_cosine
 from rlvr.eval.run_report import write_run_report
 from rlvr.jsonl import write_jsonl
 from rlvr.tasks import load_tasks
@@ -43,6 +45,19 @@ def test_report_shows_heldout_images_with_the_answers_before_and_after(tmp_path)
     assert section.index("heldout-after-rl") > 0 and section.index("heldout-before-rl") > 0
     (run / "eval" / "heldout.images.jsonl").unlink()
     assert "Held-out images" not in write_run_report(run).read_text()  # nothing to show: no section
+
+
+@pytest.mark.parametrize("step, steps, warmup, factor", [
+    (0, 200, 10, 0.1),  # the first step already learns, at 1/warmup of the peak
+    (9, 200, 10, 1.0),  # the warm-up ends at the peak
+    (10, 200, 10, 1.0),  # the cosine starts at the peak
+    (105, 200, 10, 0.5),  # half-way through the cosine
+    (199, 200, 10, 0.5 * (1 + math.cos(math.pi * 189 / 190))),  # the last step is just above 0
+    (3, 5, 10, 0.4),  # fewer steps than the warm-up: a ramp only
+    (0, 1, 0, 1.0),  # no warm-up, one step: the peak
+])
+def test_warm_start_learning_rate_is_a_warmup_then_a_cosine(step, steps, warmup, factor):
+    assert warmup_cosine(step, steps, warmup) == pytest.approx(factor)
 
 
 def _env():
