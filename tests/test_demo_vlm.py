@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.demo.vlm import warmup_cosine
+from rlvr.train.run import schedule_factor
 from rlvr.eval.run_report import write_run_report
 from rlvr.jsonl import write_jsonl
 from rlvr.tasks import load_tasks
@@ -57,7 +57,7 @@ def test_report_shows_heldout_images_with_the_answers_before_and_after(tmp_path)
     (0, 1, 0, 1.0),  # no warm-up, one step: the peak
 ])
 def test_warm_start_learning_rate_is_a_warmup_then_a_cosine(step, steps, warmup, factor):
-    assert warmup_cosine(step, steps, warmup) == pytest.approx(factor)
+    assert schedule_factor(step, steps, warmup=warmup, schedule="cosine") == pytest.approx(factor)
 
 
 def _env():

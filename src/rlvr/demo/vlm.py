@@ -13,7 +13,6 @@ and evaluated again: `rlvr demo --vlm --seed 0` prints "demo: pass@1 before=53.3
 from __future__ import annotations
 
 import base64
-import math
 import random
 import time
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from rlvr.tasks import load_tasks
 from rlvr.tasks.base import Task
 from rlvr.train.determinism import pin_numerics
 from rlvr.train.loop import seed_everything
+from rlvr.train.run import schedule_factor
 from rlvr.train.sft import padded
 
 MODEL = TinyVLMSpec(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256)
@@ -72,19 +72,10 @@ def answer_text(task: Task) -> str:
     return str(task.reference)
 
 
-def warmup_cosine(step: int, steps: int, warmup: int) -> float:
-    """The learning-rate factor of 0-based ``step`` of ``steps``: a linear warm-up to 1 over ``warmup`` steps, then
-    half a cosine down to 0 at ``steps`` (SGDR without restarts; Loshchilov & Hutter, 2017, Eq. 5)."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def warm_up(model, processor, tasks: list[Task], *, steps: int, batch_size: int, lr: float, seed: int,
             warmup: int = SFT_WARMUP, progress: bool = True) -> list[float]:
     """Supervised warm start on (image prompt, answer) pairs: cross-entropy on the answer and its EOS only, AdamW
-    at peak ``lr`` on a warm-up + cosine schedule (warmup_cosine), ``batch_size`` tasks drawn with ``seed`` per
+    at peak ``lr`` on a warm-up + cosine schedule (rlvr.train.run.schedule_factor), ``batch_size`` tasks drawn with ``seed`` per
     step; returns the losses."""
     tokenizer = processor.tokenizer
     encoded = [encode_multimodal(processor, t.prompt, t.images) for t in tasks]
@@ -97,7 +88,7 @@ def warm_up(model, processor, tasks: list[Task], *, steps: int, batch_size: int,
     with progress_bar(steps, "supervised warm start", enabled=progress) as bar:
         for step in range(steps):
             for group in optimizer.param_groups:
-                group["lr"] = lr * warmup_cosine(step, steps, warmup)
+                group["lr"] = lr * schedule_factor(step, steps, warmup=warmup, schedule="cosine")
             picked = [rng.randrange(len(tasks)) for _ in range(batch_size)]
             batch = padded([(encoded[i][0] + answers[i], [-100] * len(encoded[i][0]) + answers[i]) for i in picked],
                            tokenizer.pad_token_id, "cpu")

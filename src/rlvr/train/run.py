@@ -83,19 +83,25 @@ def make_optimizer(params: list[torch.nn.Parameter], cfg: Config) -> torch.optim
 
 
 def lr_factor(step: int, cfg: Config) -> float:
-    """Learning-rate multiplier after ``step`` scheduler steps: linear warm-up over train.warmup_steps, then
-    constant, linear decay to 0 at train.steps, or a cosine from 1 to train.lr_min_ratio (Loshchilov & Hutter,
-    2017, SGDR, Eq. 5 without restarts)."""
-    warmup, total = cfg.train.warmup_steps, cfg.train.steps
+    """Learning-rate multiplier after ``step`` scheduler steps of a run: ``schedule_factor`` with train.steps,
+    train.warmup_steps, train.lr_schedule and train.lr_min_ratio."""
+    return schedule_factor(step, cfg.train.steps, warmup=cfg.train.warmup_steps, schedule=cfg.train.lr_schedule,
+                           min_ratio=cfg.train.lr_min_ratio)
+
+
+def schedule_factor(step: int, total: int, *, warmup: int = 0, schedule: str = "constant",
+                    min_ratio: float = 0.0) -> float:
+    """Learning-rate multiplier after ``step`` of ``total`` steps: linear warm-up over ``warmup`` steps, then
+    constant, linear decay to 0 at ``total``, or a cosine from 1 to ``min_ratio`` (Loshchilov & Hutter, 2017, SGDR,
+    Eq. 5 without restarts)."""
     if warmup and step < warmup:
         return (step + 1) / warmup
-    if cfg.train.lr_schedule == "constant":
+    if schedule == "constant":
         return 1.0
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    if cfg.train.lr_schedule == "linear":
+    if schedule == "linear":
         return 1.0 - progress
-    floor = cfg.train.lr_min_ratio
-    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def load_lora_policy(cfg: Config, checkpoint: Path | None):
