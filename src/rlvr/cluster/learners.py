@@ -160,13 +160,15 @@ class TorchLearnerGroup(LearnerGroup):
 
 
 def exit_rank(code: int) -> None:
-    """End a finished rank process now, with ``code``, after flushing its logs and output. A normal interpreter exit
-    runs the C++ static destructors while the process group's background threads may still be joinable, and the
-    C++ runtime then aborts a rank that finished its work ("terminate called without an active exception", exit
-    status -6), now and then; ``os._exit`` skips that teardown. Call it after the group is closed."""
-    import logging
+    """End a finished rank process now, with ``code``, after Python's exit handlers (multiprocessing stops the
+    processes this rank spawned, such as a vLLM engine's; weakref finalizers; logging flushes) and a flush of its
+    output. A normal interpreter exit then also runs the C++ static destructors while the process group's background
+    threads may still be joinable, and the C++ runtime aborts a rank that finished its work ("terminate called
+    without an active exception", exit status -6), now and then; ``os._exit`` skips that last part. Call it after
+    the group is closed."""
+    import atexit
 
-    logging.shutdown()
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
