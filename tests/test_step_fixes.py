@@ -145,5 +145,7 @@ def test_mismatch_metrics_count_only_trained_positions():
     logprobs = batch.logprobs.clone()
     logprobs[env == 0] = 0.0
     batch = RolloutBatch(**{**batch.__dict__, "logprobs": logprobs, "loss_mask": env & batch.response_mask})
-    exp = prepare_experience(model, batch, rewards, {}, _cfg(mini_batches=2), engine_logprobs_serve=True)
-    assert exp.metrics["rollout_kl"] < 1e-5, exp.metrics
+    cfg = _cfg(mini_batches=2)
+    exp = prepare_experience(model, batch, rewards, {}, cfg, engine_logprobs_serve=True)
+    metrics = learn(model, torch.optim.SGD(model.parameters(), lr=0.0), exp, {}, cfg)  # it takes the old log-probs
+    assert metrics["rollout_kl"] < 1e-5, metrics
