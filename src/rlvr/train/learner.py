@@ -95,11 +95,11 @@ class Experience:
         self.__dict__["_old_logp_trained"] = trained
         if "_pending_old_logp" not in self.__dict__:  # read since, for every row
             return []
-        taken = set(first_rows)
+        taken, trained_rows = set(first_rows), set(trained)
         rest = [r for r in trained if r not in taken]
         rows = torch.tensor(rest, dtype=torch.long, device=self.batch.logprobs.device)
         self.resolve_old_logp(rows, of_rows)
-        return [r for r in first_rows if r in set(trained)]
+        return [r for r in first_rows if r in trained_rows]
 
     def set_old_logp_from_update(self, rows: torch.Tensor, logp: torch.Tensor) -> None:
         """The old log-probs of ``rows`` are the first update's own (detached) log-probs: the weights have not moved
@@ -382,13 +382,13 @@ def learn(model, optimizer: torch.optim.Optimizer, exp: Experience, parts: Mappi
             old_from_update = [] if per_update else exp.old_logp_before_first_update(trained)
             metrics = update(model, optimizer, exp, rows, trained, parts, cfg, first=not per_update, group=group,
                              loss_scale=loss_scale, zero_grads=zero_grads, old_from_update=old_from_update)
-            exp.metrics.update(exp.old_logp_metrics())
             stepped = metrics.pop("policy_stepped")
             per_update.append(metrics)
             if stepped:
                 taken += 1
                 if on_update is not None:
                     on_update(taken, metrics)
+    exp.metrics.update(exp.old_logp_metrics())  # the old log-probs are complete after the first update
     skipped = sum(1 for m in per_update if m["bad_step"])
     result = average([m for m in per_update if not m["bad_step"]] if skipped < len(per_update) else per_update)
     result.update(exp.metrics)
@@ -492,7 +492,8 @@ def backward(model, exp: Experience, rows: torch.Tensor, trained: list[int], par
                            value_head=value_head, **forward_kwargs(group))
         metrics: dict[str, float] = {}
         if old_from_update and group_rows:  # the weights have not moved: this forward IS the old policy's
-            own = [i for i, row in enumerate(group_rows) if row in set(old_from_update)]
+            from_update = set(old_from_update)
+            own = [i for i, row in enumerate(group_rows) if row in from_update]
             exp.set_old_logp_from_update(r[own], out.logp[own])
         if first and exp.old_from_rollout and group_rows:  # unchanged since sampling: this IS the trainer's old policy
             metrics.update(offpolicy.mismatch_metrics(out.logp.detach(), batch.logprobs[r], batch.loss_mask[r]))
