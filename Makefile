@@ -64,10 +64,12 @@ demo: $(VENV)/.installed
 	$(BIN)/rlvr demo --out demo_out --seed 0
 
 # Debian packages the tests use: bubblewrap for the code verifier's sandbox, chromium to render `rlvr report`
-# pages. As root the missing ones are installed here; otherwise this says what to install (without
-# bubblewrap the code verifier refuses to run untrusted code; without chromium one test is skipped).
+# pages, TCMalloc for the trainer's host memory (rlvr.train.allocator). As root the missing ones are installed
+# here; otherwise this says what to install (without bubblewrap the code verifier refuses to run untrusted code;
+# without chromium one test is skipped; without TCMalloc runs keep glibc's malloc and its test fails).
 system:
 	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal.so.4 || missing="$$missing libtcmalloc-minimal4"; \
 	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

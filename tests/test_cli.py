@@ -59,6 +59,8 @@ def test_train_runs_from_the_command_line(tmp_path, tiny_model_dir):
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert (out / "checkpoint-2" / "config.json").is_file()
+    # the command started itself again on TCMalloc (rlvr.train.allocator; the Makefile installs it)
+    assert json.loads((out / "manifest.json").read_text())["host_allocator"] == "tcmalloc"
 
 
 def test_verify_command_counts_by_status(tmp_path):

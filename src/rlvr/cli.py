@@ -434,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RELAUNCHED_COMMANDS = ("train", "sft", "demo")  # the commands that train: started again on TCMalloc when installed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -443,6 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides += extra
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if argv is None and args.command in RELAUNCHED_COMMANDS:
+        from rlvr.train.allocator import relaunch_with_tcmalloc
+
+        try:
+            relaunch_with_tcmalloc()  # a caching malloc for the trainer's host memory (rlvr.train.allocator)
+        except UserError as exc:
+            print(f"rlvr {args.command}: error: {exc}", file=sys.stderr)
+            return 2
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda message, *_, **__: f"rlvr {args.command}: warning: {message}\n"
     try:

@@ -4,7 +4,8 @@ Holds the rlvr version and git commit (when rlvr runs from a git checkout), Pyth
 versions, the platform, the seed, the resolved config, a SHA-256 of each data file (a generator spec
 such as ``arithmetic:train`` is recorded as is), and ``sampler``: ``lean`` when the hf engine samples every call
 through the lean decoder (rollout/llama_decoder.py), ``model`` when calls go through the model's own forward or
-another engine. A resumed run appends to ``starts``.
+another engine, and ``host_allocator``: the malloc the process ran on (``tcmalloc`` or ``glibc``, rlvr.train.allocator).
+A resumed run appends to ``starts``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import rlvr
 from rlvr.rollout.llama_decoder import planned_sampler
+from rlvr.train.allocator import host_allocator
 
 MANIFEST = "manifest.json"
 
@@ -80,6 +82,7 @@ def build_manifest(cfg) -> dict[str, Any]:
         "model": cfg.model.path,
         "data": data_files(cfg),
         "sampler": planned_sampler(cfg),
+        "host_allocator": host_allocator(),
         "config": dataclasses.asdict(cfg),
     }
 

@@ -26,7 +26,7 @@ from rlvr.rollout.episodes import PromptPolicy, Scoring
 from rlvr.rollout.stages import build_stages
 from rlvr.rollout.temperature import TemperatureSchedule
 from rlvr.tasks import Task, load_data, make_sampler
-from rlvr.train.allocator import return_large_blocks_to_the_system
+from rlvr.train.allocator import set_up_host_memory
 from rlvr.train.determinism import set_up_numerics
 from rlvr.train.reward_errors import RewardErrorLog
 from rlvr.train.samples import SamplesLog
@@ -201,7 +201,7 @@ class TrainingRun:
         self.group = group
         self.dir = Path(cfg.train.out)
         set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
-        return_large_blocks_to_the_system()  # host memory follows the live tensors (rlvr.train.allocator)
+        set_up_host_memory()  # host memory follows the live tensors (rlvr.train.allocator)
         seed_everything(cfg.train.seed)
         self.tasks = load_data(cfg.data, "train")
         check_verifiers(self.tasks, cfg.data.verifier, cfg.data.train)

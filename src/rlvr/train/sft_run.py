@@ -25,7 +25,7 @@ from rlvr.models import load_model
 from rlvr.progress import progress_bar
 from rlvr.tasks import DataError, PromptSampler, Task, load_data
 from rlvr.tasks.conversations import is_conversational, load_conversations
-from rlvr.train.allocator import return_large_blocks_to_the_system
+from rlvr.train.allocator import set_up_host_memory
 from rlvr.train.determinism import set_up_numerics
 from rlvr.train.checkpoint import (
     latest_checkpoint, load_trainer_state, prune_checkpoints, remove_partial_checkpoints, save_checkpoint,
@@ -66,7 +66,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
         raise UserError("data.train is not set: give a data file or preset, e.g. data.train=data/sft.jsonl")
     run_dir = Path(cfg.train.out)
     set_up_numerics(cfg.train.threads, cfg.train.deterministic)  # first: kernels pin before the first op
-    return_large_blocks_to_the_system()
+    set_up_host_memory()  # host memory follows the live tensors (rlvr.train.allocator)
     seed_everything(cfg.train.seed)
     conversational = is_conversational(cfg.data.train)  # rows of whole conversations (TRL's "messages" format)
     tasks = load_conversations(cfg.data.train) if conversational else load_data(cfg.data, "train")
