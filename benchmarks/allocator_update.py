@@ -5,8 +5,10 @@ LoRA on every projection and gradient checkpointing, timed in a fresh process fo
     python benchmarks/allocator_update.py [--size 100m] [--threads 2] [--thresholds default,4,32] [--passes 3]
 
 "default" leaves glibc's dynamic threshold alone (what TRL's process runs with); a number fixes the threshold at
-that many MiB, as rlvr.train.allocator does (4 MiB) for RL and SFT runs. Prints, per threshold, the seconds of
-each pass (the first pays one-off costs), the process's system CPU seconds and its peak resident set.
+that many MiB, as rlvr.train.allocator does (4 MiB) for RL and SFT runs on glibc's malloc; "tcmalloc" runs the
+passes with TCMalloc in LD_PRELOAD (what the rlvr command starts itself on when it is installed). Prints, per
+setting, the seconds of each pass (the first pays one-off costs), the process's system CPU seconds and its peak
+resident set.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def _passes(model_dir: str, threshold: str, passes: int, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    if threshold != "default":
+    if threshold not in ("default", "tcmalloc"):
         from rlvr.train.allocator import return_large_blocks_to_the_system
 
         return_large_blocks_to_the_system(int(threshold) * 1024 * 1024)
@@ -73,7 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="100m")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--thresholds", default="default,4,32", help="comma-separated: default or MiB")
+    parser.add_argument("--thresholds", default="default,4,32,tcmalloc",
+                        help="comma-separated: default, a number of MiB, or tcmalloc")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -85,13 +88,14 @@ def main() -> None:
     model_dir, _ = _memory_module().build_workload(workdir, args.size)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     print(f"{args.size}: one forward + backward of 8 x (24 + 256) tokens, LoRA + checkpointing, {args.threads} threads")
-    print(f"{'mmap threshold':<16}{'s per pass':>28}{'system s':>10}{'peak GiB':>10}")
+    print(f"{'malloc':<16}{'s per pass':>28}{'system s':>10}{'peak GiB':>10}")
     for threshold in args.thresholds.split(","):
+        child_env = {**env, "LD_PRELOAD": _memory_module()._tcmalloc()} if threshold == "tcmalloc" else env
         proc = subprocess.run([sys.executable, __file__, "--child", str(model_dir), threshold, "--passes",
                                str(args.passes), "--threads", str(args.threads)],
-                              env=env, capture_output=True, text=True, check=True)
+                              env=child_env, capture_output=True, text=True, check=True)
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-        label = "glibc default" if threshold == "default" else f"{threshold} MiB"
+        label = {"default": "glibc default", "tcmalloc": "TCMalloc"}.get(threshold, f"{threshold} MiB")
         passes = " ".join(f"{s:.2f}" for s in result["seconds"])
         print(f"{label:<16}{passes:>28}{result['system_s']:>10.1f}{result['peak_gib']:>10.2f}")
 

@@ -2,7 +2,7 @@
 GRPOTrainer with the same PEFT config, in one run.
 
     python benchmarks/memory.py [--size 100m] [--steps 3] [--threads 2] [--workdir DIR] [--configs full,lora,...]
-                                [--lora-sampling merged]
+                                [--lora-sampling adapters]
 
 The workload (identical for every trainer): a Llama-family model with a character vocabulary built locally and
 saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560, ~99M parameters; 25m: hidden
@@ -11,11 +11,17 @@ saved as a Hugging Face folder (100m: hidden 768, 12 layers, 12 heads, MLP 2560,
 sample, TRL's generate min_new_tokens=256), temperature 1.0, the KL
 term of GRPO with coefficient 0.04 (Shao et al., 2024), one optimizer update on the whole batch, learning rate
 1e-5, float32, on the CPU. LoRA: r 16, alpha 32, dropout 0, all linear layers of the decoder; rlvr samples the LoRA
-policy as --lora-sampling says: merged (the benchmark's default: from a fused copy of W0 + (alpha / r) B A built
-for each generate call, which costs one more copy of the adapted weights while sampling) or adapters
-(model.lora.sampling's default: through the adapters in place, no copy, several more small operations). rlvr runs with
+policy as --lora-sampling says: adapters (model.lora.sampling's default and the benchmark's: through the adapters in
+place, no copy, several more small operations) or merged (from a fused copy of W0 + (alpha / r) B A built for each
+generate call, which costs one more copy of the adapted weights while sampling). rlvr runs with
 train.approx_kl=false: TRL's GRPOTrainer measures no KL between the policy before and after the update, so that
 forward is left out of rlvr's step too and both trainers do the same work.
+
+Each trainer runs as its users start it: rlvr through its command, which starts itself again on TCMalloc when the
+library is installed (rlvr.train.allocator; the line after the table says which malloc rlvr's run used), TRL as a
+Python script on the C library's malloc. Two more configurations, not in the default set, separate the allocator from
+the rest: lora-ckpt-glibc (rlvr with RLVR_HOST_ALLOCATOR=system) and trl-lora-ckpt-tcmalloc (TRL's script with
+TCMalloc in LD_PRELOAD).
 
 Each configuration runs as its own process; peak memory is that process's peak resident set size (os.wait4's
 ru_maxrss, which counts everything: weights, optimizer state, reference, activations, the Python runtime; the
@@ -39,6 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 SIZES = {  # name -> TinySpec keyword arguments
     "10m": dict(hidden_size=256, num_layers=8, num_heads=4, intermediate_size=1024, max_positions=320),
     "25m": dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=1536, max_positions=320),
@@ -47,13 +54,16 @@ SIZES = {  # name -> TinySpec keyword arguments
 RESPONSE = 256  # new tokens per response, every response full length
 NO_END = 10**6  # generation_config.eos_token_id of the benchmark model: an id outside the vocabulary
 PROMPTS, GROUP, KL, LR = 2, 4, 0.04, 1e-5
-CONFIGS = {  # key -> (name, trainer, LoRA, gradient checkpointing)
-    "full": ("rlvr full fine-tuning", "rlvr", False, False),
-    "lora": ("rlvr LoRA", "rlvr", True, False),
-    "lora-ckpt": ("rlvr LoRA + checkpointing", "rlvr", True, True),
-    "trl-lora": ("TRL GRPOTrainer LoRA", "trl", True, False),
-    "trl-lora-ckpt": ("TRL GRPOTrainer LoRA + checkpointing", "trl", True, True),
+CONFIGS = {  # key -> (name, trainer, LoRA, gradient checkpointing, environment)
+    "full": ("rlvr full fine-tuning", "rlvr", False, False, {}),
+    "lora": ("rlvr LoRA", "rlvr", True, False, {}),
+    "lora-ckpt": ("rlvr LoRA + checkpointing", "rlvr", True, True, {}),
+    "trl-lora": ("TRL GRPOTrainer LoRA", "trl", True, False, {}),
+    "trl-lora-ckpt": ("TRL GRPOTrainer LoRA + checkpointing", "trl", True, True, {}),
+    "lora-ckpt-glibc": ("rlvr LoRA + checkpointing, glibc", "rlvr", True, True, {"RLVR_HOST_ALLOCATOR": "system"}),
+    "trl-lora-ckpt-tcmalloc": ("TRL LoRA + checkpointing, TCMalloc", "trl", True, True, {"LD_PRELOAD": "tcmalloc"}),
 }
+DEFAULT_CONFIGS = ("full", "lora", "lora-ckpt", "trl-lora", "trl-lora-ckpt")
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 
@@ -140,9 +150,9 @@ def rlvr_command(model_dir: Path, data: Path, steps: int, threads: int, out: Pat
     ]
 
 
-def measured(cmd: list[str], threads: int) -> tuple[float, float, float]:
+def measured(cmd: list[str], threads: int, extra_env: dict | None = None) -> tuple[float, float, float]:
     """(peak resident set size in GiB, wall seconds, CPU seconds) of one process."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+    env = {**os.environ, **(extra_env or {}), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -153,6 +163,19 @@ def measured(cmd: list[str], threads: int) -> tuple[float, float, float]:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{stderr[-3000:]}")
     cpu = usage.ru_utime + usage.ru_stime
     return usage.ru_maxrss / 2**20, time.perf_counter() - start, cpu  # ru_maxrss is in KiB on Linux
+
+
+def _tcmalloc() -> str:
+    import importlib.util
+
+    # the module alone (rlvr.train's package imports torch): this process stays small
+    spec = importlib.util.spec_from_file_location("allocator", HERE.parent / "src" / "rlvr" / "train" / "allocator.py")
+    allocator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(allocator)
+    library = allocator.find_tcmalloc()
+    if library is None:
+        raise SystemExit("trl-lora-ckpt-tcmalloc: no TCMalloc library found (apt-get install libtcmalloc-minimal4)")
+    return library
 
 
 def rlvr_step_s(out: Path) -> list[float]:
@@ -180,9 +203,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workdir", help="where the model, data and runs go (default: a temporary folder)")
-    parser.add_argument("--configs", default=",".join(CONFIGS),
-                        help=f"comma-separated subset of {','.join(CONFIGS)} (default: all)")
-    parser.add_argument("--lora-sampling", default="merged", choices=("adapters", "merged"),
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help=f"comma-separated subset of {','.join(CONFIGS)} (default: {','.join(DEFAULT_CONFIGS)})")
+    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
                         help="how rlvr samples a LoRA policy (model.lora.sampling)")
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -213,9 +236,11 @@ def main() -> None:
     print(f"baseline (imports only): rlvr {baselines['rlvr']:.2f} GiB, TRL {baselines['trl']:.2f} GiB; "
           f"the model's float32 weights: {params * 4 / 2**30:.2f} GiB")
     print(f"{'configuration':<38} {'peak RSS GiB':>12} {'added GiB':>9} {'s/step':>8} {'wall s':>8} {'CPU s':>8}")
-    results, added = {}, {}
+    results, added, allocators = {}, {}, {}
     for key in chosen:
-        name, trainer, lora, checkpointing = CONFIGS[key]
+        name, trainer, lora, checkpointing, extra_env = CONFIGS[key]
+        if extra_env.get("LD_PRELOAD") == "tcmalloc":
+            extra_env = {**extra_env, "LD_PRELOAD": _tcmalloc()}
         out = workdir / name.replace(" ", "-").replace("+", "and")
         if trainer == "rlvr":
             cmd = rlvr_command(model_dir, data, args.steps, args.threads, out, lora=lora, checkpointing=checkpointing,
@@ -224,12 +249,16 @@ def main() -> None:
             out.mkdir(parents=True, exist_ok=True)
             cmd = [sys.executable, str(script), str(model_dir), str(data), str(args.steps), str(args.threads),
                    str(out), "1" if checkpointing else "0", json.dumps(settings)]
-        peak, wall, cpu = measured(cmd, args.threads)
+        peak, wall, cpu = measured(cmd, args.threads, extra_env)
         steps = rlvr_step_s(out) if trainer == "rlvr" else json.loads((out / "times.json").read_text())["step_s"]
         per_step = sum(steps[1:]) / max(len(steps) - 1, 1)
         results[key] = peak
         added[key] = peak - baselines[trainer]
         print(f"{name:<38} {peak:12.2f} {added[key]:9.2f} {per_step:8.1f} {wall:8.1f} {cpu:8.1f}", flush=True)
+        if trainer == "rlvr":
+            allocators[name] = json.loads((out / "manifest.json").read_text()).get("host_allocator", "?")
+    if allocators:
+        print("malloc of rlvr's runs: " + ", ".join(f"{name}: {a}" for name, a in allocators.items()))
     if {"full", "lora-ckpt"} <= set(chosen):
         full, lean = results["full"], results["lora-ckpt"]
         print(f"rlvr LoRA + checkpointing: {100 * lean / full:.0f}% of full fine-tuning's peak "

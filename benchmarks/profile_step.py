@@ -3,10 +3,12 @@ benchmarks/memory.py (LoRA + gradient checkpointing, one update, GRPO's KL term)
 (DAPO's structure: 4 mini-batch updates per rollout batch).
 
     python benchmarks/profile_step.py --regime lora-ckpt [--size 100m] [--steps 2] [--threads 1] [--ops 12]
-                                      [--lora-sampling merged]
+                                      [--lora-sampling adapters]
     python benchmarks/profile_step.py --regime dapo [--size 25m] [--steps 4] [--threads 1]
 
-The run is ``rlvr train`` with exactly the options the two benchmarks give it, in this process; the steps after
+The run is ``rlvr train`` with exactly the options the two benchmarks give it, in this process, which starts
+itself again on TCMalloc as the rlvr command does (rlvr.train.allocator; RLVR_HOST_ALLOCATOR=system keeps glibc's
+malloc); the steps after
 the first are profiled (the first pays one-off costs). Each phase is a ``torch.profiler.record_function`` range
 around the function that does it; the table gives each phase's wall seconds per step (inclusive: a phase
 contains the phases indented under it) and its share of the step, then the operators that take the most time.
@@ -25,7 +27,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def _benchmark(name: str):
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    return _load(name, HERE / f"{name}.py")
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -91,11 +97,12 @@ def main() -> None:
     parser.add_argument("--size", help="model size (default: 100m for lora-ckpt, 25m for dapo)")
     parser.add_argument("--steps", type=int, default=None, help="steps run; all but the first are profiled")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--lora-sampling", default="merged", choices=("adapters", "merged"),
+    parser.add_argument("--lora-sampling", default="adapters", choices=("adapters", "merged"),
                         help="lora-ckpt: how the LoRA policy is sampled (model.lora.sampling)")
     parser.add_argument("--ops", type=int, default=12, help="operators listed after the phases")
     parser.add_argument("--workdir", help="where the model, data and run go (default: a temporary folder)")
     args = parser.parse_args()
+    _load("allocator", HERE.parent / "src" / "rlvr" / "train" / "allocator.py").relaunch_with_tcmalloc()
     size = args.size or ("100m" if args.regime == "lora-ckpt" else "25m")
     steps = args.steps or (2 if args.regime == "lora-ckpt" else 4)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-profile-"))

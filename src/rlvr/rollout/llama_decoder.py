@@ -334,7 +334,7 @@ class LlamaDecoder:
             out = _linear(self.act(gate) * up, w_down)
             x = x + (self._norm(out, mlp_norm) if mlp_norm is not None else out)
         self.length = end
-        logits = _dense_linear(self._norm(x[:, -1, :], self.final_norm), self.lm_head)
+        logits = F.linear(self._norm(x[:, -1, :], self.final_norm), self.lm_head)
         if self.logit_softcap is not None:  # Gemma2
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return logits
