@@ -94,3 +94,22 @@ def test_sampling_choice_is_checked():
         config_from_dict({"model": {"lora": {"sampling": "fused"}}})
     with pytest.raises(ConfigError, match="model.lora: sampling: expected one of merged, adapters"):
         config_from_dict({"model": {"lora": {"sampling": 1}}})
+
+
+@pytest.mark.parametrize("dtype, rows, shape", [
+    (torch.float32, 8, (64, 48)),      # a decoding step: oneDNN on the weight as it is
+    (torch.float32, 96, (48, 160)),    # a prefill
+    (torch.bfloat16, 8, (64, 48)),     # not float32: F.linear itself
+])
+def test_dense_products_equal_f_linear(dtype, rows, shape):
+    """The adapters path multiplies by the frozen W0 with no copy (_dense_linear); it computes F.linear's product."""
+    from rlvr.rollout.llama_decoder import _dense_linear
+
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(*shape, generator=g).to(dtype)
+    x = torch.randn(rows, 1, shape[1], generator=g).to(dtype)
+    expected = torch.nn.functional.linear(x, weight)
+    got = _dense_linear(x, weight)
+    assert got.shape == expected.shape and got.dtype == dtype
+    exact = dtype != torch.float32  # the same call as F.linear's, bit for bit
+    torch.testing.assert_close(got, expected, rtol=0 if exact else 1e-5, atol=0 if exact else 1e-5)
