@@ -74,6 +74,12 @@ def test_bad_choice_and_missing_library_are_clear_errors(monkeypatch):
         allocator.relaunch_with_tcmalloc()
     monkeypatch.setenv(allocator.HOST_ALLOCATOR_ENV, "auto")
     allocator.relaunch_with_tcmalloc()  # auto without the library: the process goes on as it is
+    # relaunched, but the dynamic loader did not preload the library (it printed why): asked for, that is an error
+    monkeypatch.setenv(allocator.HOST_ALLOCATOR_ENV, "tcmalloc")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.setenv(allocator._RELAUNCHED, "-")
+    with pytest.raises(UserError, match="did not preload"):
+        allocator.relaunch_with_tcmalloc()
 
 
 def test_cli_reports_a_bad_choice(tmp_path):

@@ -87,6 +87,8 @@ def find_tcmalloc() -> str | None:
 
 def host_allocator() -> str:
     """The malloc this process runs on: ``tcmalloc`` when TCMalloc serves malloc, else ``glibc``, else ``system``."""
+    if not sys.platform.startswith("linux"):
+        return "system"
     process = ctypes.CDLL(None)
     if hasattr(process, "tc_malloc"):
         address = ctypes.cast(process.malloc, ctypes.c_void_p).value
@@ -135,9 +137,14 @@ def relaunch_with_tcmalloc(argv: list[str] | None = None) -> None:
     from rlvr.errors import UserError
 
     requested = requested_host_allocator()
-    if restore_environment() or requested == "system" or host_allocator() == "tcmalloc":
+    if restore_environment():
+        if requested == "tcmalloc" and host_allocator() != "tcmalloc":
+            raise UserError(f"{HOST_ALLOCATOR_ENV}=tcmalloc: the dynamic loader did not preload {find_tcmalloc()} "
+                            "(its message is above); set RLVR_HOST_ALLOCATOR=system to run on the C library's malloc")
         return
-    library = find_tcmalloc()
+    if requested == "system" or host_allocator() == "tcmalloc":
+        return
+    library = find_tcmalloc() if sys.executable else None  # an embedded interpreter cannot be started again
     if library is None:
         if requested == "tcmalloc":
             raise UserError(f"{HOST_ALLOCATOR_ENV}=tcmalloc: no TCMalloc library found (looked for "
