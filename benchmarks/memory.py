@@ -165,14 +165,18 @@ def measured(cmd: list[str], threads: int, extra_env: dict | None = None) -> tup
     return usage.ru_maxrss / 2**20, time.perf_counter() - start, cpu  # ru_maxrss is in KiB on Linux
 
 
-def _tcmalloc() -> str:
+def allocator_module():
+    """rlvr.train.allocator loaded alone (rlvr.train's package imports torch): the calling process stays small."""
     import importlib.util
 
-    # the module alone (rlvr.train's package imports torch): this process stays small
     spec = importlib.util.spec_from_file_location("allocator", HERE.parent / "src" / "rlvr" / "train" / "allocator.py")
     allocator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(allocator)
-    library = allocator.find_tcmalloc()
+    return allocator
+
+
+def _tcmalloc() -> str:
+    library = allocator_module().find_tcmalloc()
     if library is None:
         raise SystemExit("trl-lora-ckpt-tcmalloc: no TCMalloc library found (apt-get install libtcmalloc-minimal4)")
     return library

@@ -27,11 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _benchmark(name: str):
-    return _load(name, HERE / f"{name}.py")
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -102,7 +98,7 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=12, help="operators listed after the phases")
     parser.add_argument("--workdir", help="where the model, data and run go (default: a temporary folder)")
     args = parser.parse_args()
-    _load("allocator", HERE.parent / "src" / "rlvr" / "train" / "allocator.py").relaunch_with_tcmalloc()
+    _benchmark("memory").allocator_module().relaunch_with_tcmalloc()
     size = args.size or ("100m" if args.regime == "lora-ckpt" else "25m")
     steps = args.steps or (2 if args.regime == "lora-ckpt" else 4)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlvr-profile-"))

@@ -71,7 +71,7 @@ def _linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.
     if bias is not None:
         return _linear(x, weight) + bias
     if isinstance(weight, _Packed):
-        return torch.ops.mkldnn._linear_pointwise(x, weight.packed, None, "none", [], "")
+        return _onednn_product(x, weight.packed)
     if isinstance(weight, (_LowRank, _Split)):
         return weight(x)
     return _dense_linear(x, weight)
@@ -82,8 +82,13 @@ def _dense_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     computes it about twice as fast as the BLAS call behind F.linear on some CPUs (docs/performance.md), the same
     product up to float32 rounding."""
     if x.dtype == weight.dtype == torch.float32 and x.device.type == "cpu" and _ONEDNN_FLOAT32:
-        return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+        return _onednn_product(x, weight)
     return F.linear(x, weight)
+
+
+def _onednn_product(x: torch.Tensor, weight) -> torch.Tensor:
+    """x W^T by oneDNN, for W dense or reordered by _Packed."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
 
 
 def _unwrap(model):

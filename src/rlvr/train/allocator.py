@@ -74,7 +74,8 @@ def find_tcmalloc() -> str | None:
         return None
     import sysconfig
 
-    dirs = [Path(d) for d in (sysconfig.get_config_var("LIBDIR"), os.environ.get("CONDA_PREFIX", "") + "/lib",
+    conda = os.environ.get("CONDA_PREFIX")
+    dirs = [Path(d) for d in (sysconfig.get_config_var("LIBDIR"), conda and f"{conda}/lib",
                               f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or ''}", "/usr/lib64", "/usr/lib",
                               "/usr/local/lib") if d]
     for name in TCMALLOC_FILES:
