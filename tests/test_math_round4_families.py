@@ -254,3 +254,11 @@ def test_a_worker_that_never_starts_is_named_in_the_verdict(failing_starts, resp
     assert v.score == 0.0
     if v.status == Status.ERROR:
         assert v.reason == "worker_start_failed" and v.details.get("worker_attempts", 1) >= 2
+
+
+@pytest.mark.parametrize("digits", [3001, 5000, 100_000])
+def test_an_answer_past_the_size_cap_that_is_the_reference_string(digits):
+    big = "7" * digits
+    assert verify("math", f"The answer is \\boxed{{{big}}}.", big).score == 1.0
+    v = verify("math", f"The answer is \\boxed{{{big}1}}.", big)
+    assert v.score == 0.0 and v.status != Status.CORRECT

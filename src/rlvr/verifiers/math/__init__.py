@@ -47,7 +47,8 @@ Verdicts
                   nesting depth, exponent size, factorial argument, float overflow)
     timeout       the call's budget ran out (inline, or in the symbolic stage)
     error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
-                  defect of the verifier met on this input; reported, never raised)
+                  defect of the verifier met on this input; reported, never raised), "worker_start_failed" (the
+                  symbolic stage's worker could not be started, after retries within the budget)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
 ("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted", "retracted", "truncated") and ``details["stage"]`` where it
 was decided
@@ -233,6 +234,9 @@ def decide(
     (never at Stage.SYMBOLIC or Stage.PROBE)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
+    if len(answer) > MAX_ANSWER_RAW and isinstance(reference, str) and len(boxes) <= 1 \
+            and answer.strip() == reference.strip():  # past the size cap, but one comparison of strings says it
+        return _v(1.0, Status.CORRECT, "string_equal")
     ref, ref_norm, final = _reference_head(reference, units)
     if final is not None:
         return final

@@ -20,7 +20,9 @@ Hedges: every answer container counts. Several ``<answer>`` tags are all candida
 (tag or box), another box-like macro, a later "final answer" line, and a value offered as an alternative ("or
 perhaps 6", "(or 6)", "it could also be 7") are candidates too, so that the caller sees several different
 answers. A value that the next words reject ("Answer: 9. No wait, that's wrong.") gives no answer.
-Chat-template tokens (``<|im_end|>``, ``</s>``) are removed first.
+Chat-template tokens (``<|im_end|>``, ``</s>``) are removed first; only the text after the last ``</think>``
+is read (when something follows it); colour macros are read as boxes (``\\colorbox``, ``\\fcolorbox``) or as their
+content (``\\color``, ``\\textcolor``, which after a box is another boxed value).
 """
 
 from __future__ import annotations
