@@ -69,6 +69,10 @@ SCALED_UNITS = [
     ("\\boxed{2 million}", "2", False),
     ("\\boxed{500 mg}", "500 g", False),
     ("\\boxed{5 km}", "5000 meters", True),
+    ("\\boxed{250\\,\\text{bp}}", "2.5\\%", True),
+    ("The interest is 50 basis points.", "50\\%", False),
+    ("The answer is 40 thousand.", "40", False),
+    ("It takes 45 minutes.", "45 hours", False),
 ]
 
 # (response, reference): the words after the value withdraw it
@@ -85,6 +89,8 @@ WITHDRAWN = [
     ("Answer: 7 (this is wrong)", "7"),
     ("Maybe 7? Probably not.", "7"),
     ("\\boxed{7} \u2014 no, that's not right.", "7"),
+    ("Result: 7?? No way.", "7"),
+    ("The answer is 7, I doubt it though.", "7"),
 ]
 
 # (response, reference): words after the value that keep it
@@ -126,6 +132,8 @@ MONEY = [
     ("\\boxed{\\$12 \\text{ and } 50 \\text{ cents}}", "12.5", True),
     ("\\boxed{12 \\text{ dollars and } 50 \\text{ cents}}", "12.5", True),
     ("Total: 1 dollar and 1 cent", "1.01", True),
+    ("It costs 12 dollars and fifty cents.", "12.5", True),
+    ("It costs $12 and 50\u00a2.", "12.5", True),
     ("It costs 12 dollars and 50 cents.", "12.05", False),
     ("Answer: 3 dollars and 5 cents", "3.5", False),
     ("\\boxed{12 dollars and 50 cents}", "50", False),

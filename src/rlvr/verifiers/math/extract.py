@@ -347,7 +347,8 @@ _RETRACTED = re.compile(
     r"[^.\n]{0,30}?)?(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake|mistaken|$|[.!?])"
     r"|" + _INTERJECTION + r"(?:that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|this\s+is)\s+"
     r"(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)"
-    r"|scratch\s+that|never\s*mind|(?:probably|likely|surely|certainly|definitely)\s+not\s*(?:[.!?)]|$)"
+    r"|scratch\s+that|never\s*mind|no\s+way\b|(?:(?:but|though|although)\s+)?i\s+(?:really\s+|seriously\s+)?doubt\s+"
+    r"(?:it|that|this)\b|(?:probably|likely|surely|certainly|definitely)\s+not\s*(?:[.!?)]|$)"
     r"|(?:is|was)\s+(?:what\s+i\s+)?(?:first\s+)?(?:thought|guessed|assumed)[^.\n]{0,40}?\b(?:but|however)\b"
     r"|" + _DOUBTED + r")",
     re.I,
@@ -619,15 +620,16 @@ def _size_after(response: str, end: int) -> str:
 
 # dollars and cents in digits: "12 dollars and 50 cents", "$12 and 50 cents", "3 dollars 5 cents"
 _MONEY_IN_PARTS = re.compile(
-    r"(?:\\?\$\s*\d+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?\s*dollars?)\s*(?:,\s*|\s+and\s+|\s+)\d{1,2}\s*cents?\b", re.I
+    r"(?:\\?\$\s*\d+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?\s*dollars?)\s*(?:,\s*|\s+and\s+|\s+)"
+    r"(?:\d{1,2}|[a-z]+(?:[\s-][a-z]+)?)\s*(?:cents?\b|\u00a2)", re.I
 )
 
 
 def _money_before(response: str, num: re.Match) -> str | None:
     """The whole amount when the last number is the cents of an amount in dollars and cents, else None."""
     found = None
-    for m in _MONEY_IN_PARTS.finditer(response, max(0, num.start() - 60), min(len(response), num.end() + 10)):
-        if m.start() < num.start() < m.end():
+    for m in _MONEY_IN_PARTS.finditer(response, max(0, num.start() - 60), min(len(response), num.end() + 60)):
+        if m.start() <= num.start() and num.end() < m.end():
             found = m.group(0)
     return found
 
