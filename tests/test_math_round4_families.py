@@ -134,9 +134,22 @@ MONEY = [
     ("Total: 1 dollar and 1 cent", "1.01", True),
     ("It costs 12 dollars and fifty cents.", "12.5", True),
     ("It costs $12 and 50\u00a2.", "12.5", True),
+    ("The answer is a dollar fifty.", "1.50", True),
     ("It costs 12 dollars and 50 cents.", "12.05", False),
     ("Answer: 3 dollars and 5 cents", "3.5", False),
     ("\\boxed{12 dollars and 50 cents}", "50", False),
+]
+
+# (response, reference, correct): a whole number and a fraction in words, with a unit
+MIXED_IN_WORDS = [
+    ("The answer is two and a half hours.", "2.5 hours", True),
+    ("\\boxed{2 and a half hours}", "150 minutes", True),
+    ("It is 3 and a half hours.", "3.5 hours", True),
+    ("\\boxed{3 and a half}", "3.5", True),
+    ("\\boxed{-2 and a half}", "-2.5", True),
+    ("\\boxed{two and three quarters}", "2.75", True),
+    ("It is 3 and a half hours.", "3 hours", False),
+    ("\\boxed{3 and 4}", "3.5", False),
 ]
 
 # (response, reference, correct): a final equation after a leading word is read as the equation
@@ -199,6 +212,11 @@ def test_colour_macros(response, reference, correct):
 
 @pytest.mark.parametrize("response, reference, correct", MONEY)
 def test_dollars_and_cents(response, reference, correct):
+    assert _score(response, reference) == float(correct)
+
+
+@pytest.mark.parametrize("response, reference, correct", MIXED_IN_WORDS)
+def test_a_mixed_number_in_words(response, reference, correct):
     assert _score(response, reference) == float(correct)
 
 

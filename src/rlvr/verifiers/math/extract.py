@@ -598,6 +598,7 @@ _SIZE_WORD = re.compile(
     r"million|billion|trillion)(?![a-z])",
     re.I,
 )
+_AND_FRACTION = re.compile(r"\s+and\s+(?:an?|one|two|three)\s+(?:half|thirds?|quarters?)\b", re.I)
 _WORDS_AFTER = re.compile(r"\s+([a-zA-Z]{2,}(?:/[a-zA-Z]+)?)(?:\s+([a-zA-Z]{2,}))?")
 
 
@@ -606,6 +607,9 @@ def _size_after(response: str, end: int) -> str:
     so that the number is not compared without them; "" when none do."""
     from rlvr.verifiers.math.units import canonical
 
+    fraction = _AND_FRACTION.match(response, end)
+    if fraction:  # "3 and a half hours": the fraction, then its unit
+        return fraction.group(0) + _size_after(response, fraction.end())
     size = _SIZE_WORD.match(response, end)
     if size:
         return size.group(0)

@@ -14,6 +14,7 @@ import unicodedata
 from fractions import Fraction
 
 from rlvr.verifiers.math import units as unit_words
+from rlvr.verifiers.math.words import mixed_number
 
 _TEXT_CMDS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
               "\\operatorname", "\\mathsf", "\\textnormal", "\\boldsymbol", "\\mathbb")
@@ -209,6 +210,16 @@ def _exact_before_approximation(s: str) -> str:
 
 
 
+def _mixed_number(s: str) -> str:
+    """ "2 and a half \\unit{h}", "two and three quarters": the whole number and its fraction as one value, so that
+    "and" does not read as a list of two."""
+    head, sep, unit = s.partition(" \\unit{")
+    value = mixed_number(head)
+    if value is None:
+        return s
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}" + (sep + unit if sep else "")
+
+
 def _decimal(value: Fraction) -> str:
     """A number of cents as a decimal ("12.5", "3.05", "7")."""
     whole, cents = divmod(int(value * 100), 100)
@@ -307,6 +318,8 @@ def normalize(s: str, *, units: bool = True) -> str:
         if "deg" in s:
             s = _DEGREES_BEFORE_SCALE.sub("", s)
         s = unit_words.mark_trailing(s)
+    if " and " in s and ("hal" in s or "thir" in s or "quart" in s or "th" in s):
+        s = _mixed_number(s)
     s = _ANSWER_PREFIX.sub("", s)
     if "e" in s or "E" in s:
         s = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", s)

@@ -144,7 +144,7 @@ def _amount(text: str) -> Fraction | None:
     text = text.strip()
     if re.fullmatch(r"\d+(?:\.\d+)?", text):
         return Fraction(text)
-    return number_in_words(text)
+    return Fraction(1) if text.lower() in ("a", "an") else number_in_words(text)
 
 
 def money_in_parts(s: str) -> Fraction | None:
