@@ -33,6 +33,8 @@ HEDGES = [
     ("\\boxed{5} or else 7", "5"),
     ("\\boxed{5}. Hmm, 7 might be right as well, 7 is also plausible.", "5"),
     ("3 and 5 both work.", "5"),
+    ("x=1orx=2", "1"),
+    ("2or3", "3"),
     ("Both 3 and 5 satisfy the equation.", "5"),
     ("We get $x=3$ or $x=5$.", "5"),
     ("\\boxed{3}\n\nActually, 5 could also be the answer.", "3"),
@@ -49,6 +51,7 @@ MULTI_VALUED = [
     ("We get $x=3$ or $x=5$.", "3, 5"),
     ("It is 4, 6, or 8.", "4, 6, 8"),
     ("\\boxed{x=1, x=2, and x=3}", "1, 2, 3"),
+    ("x=1orx=2", "1, 2"),  # alternatives glued to "or"
 ]
 
 # (response, reference, correct): a unit that changes the magnitude is part of the value
@@ -288,3 +291,28 @@ def test_an_answer_past_the_size_cap_that_is_the_reference_string(digits):
     assert verify("math", f"The answer is \\boxed{{{big}}}.", big).score == 1.0
     v = verify("math", f"The answer is \\boxed{{{big}1}}.", big)
     assert v.score == 0.0 and v.status != Status.CORRECT
+
+
+# text built to make a scan per macro or per number rescan the whole response (quadratic before the fix)
+HOSTILE = [
+    "\\textcolor{red}{" * 20000 + "5",
+    "\\boxed{1}" + "\\textcolor{red}{x} " * 10000,
+    "\\colorbox{r}{" * 20000 + "5",
+    "</think>" * 30000 + "5",
+    "1 " * 60000 + "or 3 both",
+    "$1$ or " * 20000 + "$2$",
+    "12 dollars and " * 10000 + "5 cents",
+]
+TIMEOUT_S = 1.0
+SLACK_S = 0.5  # the contract's slack past the budget
+GRACE_S = 3.0  # a shared, loaded test machine; the quadratic scans took minutes
+
+
+@pytest.mark.parametrize("response", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_text_for_the_new_rules_keeps_the_budget(response):
+    import time
+
+    start = time.monotonic()
+    v = verify("math", response, "5", timeout_s=TIMEOUT_S)
+    assert time.monotonic() - start < TIMEOUT_S + SLACK_S + GRACE_S
+    assert v.status in set(Status)

@@ -324,6 +324,7 @@ _TEMPLATE_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|</?s>|<(?:eos|eot|bos|en
 _NEXT_TURN = re.compile(r"<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>|<\|user\|>|<\|assistant\|>")
 # short English words, which make a run of one- and two-letter tokens a sentence ("It is 4, 6, or 8."), not an expression
 _PROSE_WORD = re.compile(r"(?<![\\a-zA-Z])(?:is|it|so|be|we|as|at|an|to|of|if|on|by|no|do|am|my|us|up)(?![a-zA-Z])", re.I)
+_GLUED_OR = re.compile(r"(?<=[\d)}\]])or(?=[A-Za-z(\\\d-])")
 # a word that leads into a final equation ("So 27+82 = 109", "Therefore, x = 4"): no factor of it
 _CONNECTIVE = re.compile(r"^(?:so|thus|hence|therefore|then|now|finally|and|giving|which\s+gives|that\s+is|i\.e\.)"
                          r"(?![a-z])[,:]?\s*", re.I)
@@ -498,13 +499,17 @@ def _uncolour(response: str) -> str:
     """``response`` with its colour macros read as boxes or as their plain content (see above)."""
     response = _COLOUR_SWITCH.sub(" ", _COLOUR_BOX.sub(lambda m: "\\fbox", response))
     out, pos = [], 0
+    first_box = min((i for i in (response.find(cmd) for cmd in BOX_COMMANDS) if i >= 0), default=len(response))
+    pairs: dict[int, int] | None = None
     for m in _TEXT_COLOUR.finditer(response):
         if m.start() < pos:
             continue
-        end = matching_brace(response, m.end())
+        if pairs is None:  # every brace pair once: an unclosed macro must not make each later one rescan the text
+            pairs = _brace_pairs(response)
+        end = pairs.get(m.end())
         if end is None:
             continue
-        boxed_before = any(cmd in response[: m.start()] for cmd in BOX_COMMANDS)
+        boxed_before = first_box < m.start()
         inner = response[m.end() + 1 : end]
         out.append(response[pos : m.start()])
         out.append("\\fbox{" + inner + "}" if boxed_before and not boxed_all(inner) else inner)
@@ -551,7 +556,11 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
             return Extraction(ans, "marker", (ans,))
     if truncated:  # cut off by the length limit: what the text happens to end with is no committed answer
         return Extraction(None, "truncated", ())
-    bare = _CONNECTIVE.sub("", response.strip(), count=1)
+    bare = response.strip()
+    if len(bare) <= 300:
+        bare = _CONNECTIVE.sub("", bare, count=1)
+        if "or" in bare:
+            bare = _GLUED_OR.sub(" or ", bare)  # "W(x)=1orW(x)=-1": two alternatives, not the variables o and r
     if 0 < len(bare) <= 300 and "$" not in bare and "\n" not in bare and _BARE_EXPRESSION.fullmatch(bare) \
             and not _PLAIN_NUMBER_ONLY.fullmatch(bare) and not _PROSE_WORD.search(bare):
         return Extraction(bare, "math", (bare,))
@@ -577,7 +586,7 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
             # that a false one is not credited
             hedge = _VALUES_OR.search(response, max(0, num.start() - 120), num.start())
             both = _VALUES_AND.search(response, max(0, num.start() - 120), num.start())
-            if both and (_BOTH_AFTER.match(response, num.end()) or _BOTH_BEFORE.search(response, 0, both.start())):
+            if both and (_BOTH_AFTER.match(response, num.end()) or _BOTH_BEFORE.search(response, max(0, both.start() - 20), both.start())):
                 hedge = both if hedge is None or both.start() < hedge.start() else hedge
             chain = _ARITHMETIC_CHAIN.search(response, max(0, num.start() - 200), num.start())
             answer = response[hedge.start() : num.end()] if hedge else num.group(0)
