@@ -47,7 +47,8 @@ Verdicts
                   nesting depth, exponent size, factorial argument, float overflow)
     timeout       the call's budget ran out (inline, or in the symbolic stage)
     error         "bad_reference" (empty/unreadable reference), "bad_response" (not a string), "internal_error" (a
-                  defect of the verifier met on this input; reported, never raised)
+                  defect of the verifier met on this input; reported, never raised), "worker_start_failed" (the
+                  symbolic stage's worker could not be started, after retries within the budget)
 ``Verdict.extracted`` is the answer that was taken; ``details["extraction"]`` names how
 ("answer_tag", "boxed", "marker", "math", "last_number", "none", "uncommitted", "retracted", "truncated") and ``details["stage"]`` where it
 was decided
@@ -92,6 +93,13 @@ PROBE_RESERVE_S = 0.25  # kept back from the symbolic stage for 60-digit probing
 # back by it even when 8 threads share the interpreter and the machine is busy
 INLINE_MARGIN_S = 1.0
 INLINE_MARGIN_SHARE = 0.5
+# the runner's verdicts for a worker that never ran the comparison; the symbolic stage asks again while its
+# budget leaves MIN_RETRY_S (at most MAX_START_ATTEMPTS tries, each of which the runner itself starts up to three
+# workers for), pausing RETRY_PAUSE_S times the attempt count between tries
+RETRIED_START_FAILURES = ("worker_start_failed", "runner_failed")
+MAX_START_ATTEMPTS = 3
+MIN_RETRY_S = 0.3
+RETRY_PAUSE_S = 0.05
 MAX_DISTINCT_BOXES = 64  # more different final boxes than this is a hedge without comparing them all
 _MC = re.compile(r"^\(?([A-J])\)?(?:[.:)]\s+\S.*)?$")  # "C", "(C)", "C. x = 42": a choice letter
 # a letter answer: the letter alone, or "(C) text" / "C) text" / "C. text" / "C: text"; never "I don't know"
@@ -226,6 +234,9 @@ def decide(
     (never at Stage.SYMBOLIC or Stage.PROBE)."""
     if percent not in ("auto", "strict"):
         raise ValueError(f"percent must be 'auto' or 'strict', got {percent!r}")
+    if len(answer) > MAX_ANSWER_RAW and isinstance(reference, str) and len(boxes) <= 1 \
+            and answer.strip() == reference.strip():  # past the size cap, but one comparison of strings says it
+        return _v(1.0, Status.CORRECT, "string_equal")
     ref, ref_norm, final = _reference_head(reference, units)
     if final is not None:
         return final
@@ -396,9 +407,6 @@ def _no_proof(x: tuple, y: tuple) -> bool:
 
 
 def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadline: float) -> Verdict:
-    from rlvr.verifiers.math.symbolic import compare_in_worker
-    from rlvr.verifiers.runner import CallableRequest, default_runner
-
     remaining = deadline - time.monotonic()
     if remaining < 0.2:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
@@ -406,6 +414,30 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
     cached = _SYMBOLIC_RESULTS.get(key) if key is not None else None
     if cached is not None:
         return cached
+    attempts = 0
+    while True:
+        attempts += 1
+        verdict = _symbolic_attempt(answer, reference, options, deadline)
+        # a worker that could not start (a machine short of processes or memory for a moment) says nothing about
+        # the answer: started again while the budget lasts, and named in the verdict when it never starts
+        if verdict.reason not in RETRIED_START_FAILURES or attempts >= MAX_START_ATTEMPTS \
+                or deadline - time.monotonic() < MIN_RETRY_S:
+            break
+        time.sleep(min(RETRY_PAUSE_S * attempts, max(0.0, deadline - time.monotonic() - MIN_RETRY_S)))
+    if key is not None and verdict.status in (Status.CORRECT, Status.INCORRECT, Status.UNDECIDABLE):
+        _SYMBOLIC_RESULTS.put(key, verdict)
+    if attempts > 1:
+        verdict = Verdict(verdict.score, verdict.status, verdict.reason, verdict.extracted,
+                          {**verdict.details, "worker_attempts": attempts})
+    return verdict
+
+
+def _symbolic_attempt(answer: str, reference: Any, options: dict[str, Any], deadline: float) -> Verdict:
+    """One run of ``compare_in_worker`` through the default runner, back by ``deadline``."""
+    from rlvr.verifiers.math.symbolic import compare_in_worker
+    from rlvr.verifiers.runner import CallableRequest, default_runner
+
+    remaining = deadline - time.monotonic()
     req = CallableRequest(compare_in_worker, answer, reference, {**options, "timeout_s": max(0.1, remaining - 0.1)},
                           cache=False)
     box: list[Verdict] = []
@@ -423,8 +455,6 @@ def _symbolic_stage(answer: str, reference: Any, options: dict[str, Any], deadli
     thread.join(max(0.0, deadline - time.monotonic()))
     if not box:
         return _v(0.0, Status.TIMEOUT, "timeout", stage="symbolic")
-    if key is not None and box[0].status in (Status.CORRECT, Status.INCORRECT, Status.UNDECIDABLE):
-        _SYMBOLIC_RESULTS.put(key, box[0])
     return box[0]
 
 

@@ -20,7 +20,9 @@ Hedges: every answer container counts. Several ``<answer>`` tags are all candida
 (tag or box), another box-like macro, a later "final answer" line, and a value offered as an alternative ("or
 perhaps 6", "(or 6)", "it could also be 7") are candidates too, so that the caller sees several different
 answers. A value that the next words reject ("Answer: 9. No wait, that's wrong.") gives no answer.
-Chat-template tokens (``<|im_end|>``, ``</s>``) are removed first.
+Chat-template tokens (``<|im_end|>``, ``</s>``) are removed first; only the text after the last ``</think>``
+is read (when something follows it); colour macros are read as boxes (``\\colorbox``, ``\\fcolorbox``) or as their
+content (``\\color``, ``\\textcolor``, which after a box is another boxed value).
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ _DOLLAR_OR_ESCAPE = re.compile(r"\\.|\$\$?", re.S)
 _SENTENCE_END = re.compile(r"\.\s+[A-Z]")
 _LEADING_BOLD_OR_COLON = re.compile(r"^(?:\*\*|:|\s|\\?[\"\u201c])+")
 _TRAILING_BOLD = re.compile(r"(?:\*\*|\s|\\?[\"\u201d])+$")
-_NUMBER_OR = re.compile(r"-?\d+(?:\.\d+)?\s*,?\s+or\s+$")
+# values offered together before the last one: "3 or 4", "either 3 or 5", "x=3 or x=5", "3, 4, or 5", "x = 1 and x = 2"
+_ONE_VALUE = r"(?:[a-zA-Z]\s*=\s*)?-?\d+(?:\.\d+)?"
+_VALUES_OR = re.compile(
+    r"(?<![\w.=+*/^-])(?:" + _ONE_VALUE + r"\s*(?:,\s*)?(?:or\s+|,\s*|and\s+(?=[a-zA-Z]\s*=)))+(?:[a-zA-Z]\s*=\s*)?$"
+)
 # several math spans offered together: "$3$ or $4$", "$x = 1$ and $x = 3$", "$1$, $2$"
 _MATH_OR_MATH = re.compile(r"\$\s*(?:,|;|\s(?:and|or)\b|,\s*(?:and|or)\b)\s*\$")
 # a reason after the value: "7, since $n = 3$"
@@ -265,6 +271,7 @@ def _committed(text: str, start: int, end: int) -> bool:
     commits to 12), the sentence holding it does not commit to it ("we need to prove ..."), or the text
     after it gives up."""
     return not (_NEGATED_BEFORE.search(text, max(0, start - 40), start) or _NEGATED_AFTER.match(text, end)
+                or _RETRACTED.match(text[end : end + 200])
                 or _UNCOMMITTED.search(_sentence(text, start, end)) or _UNCOMMITTED.search(text[end : end + 300])
                 or _GAVE_UP.search(text, max(0, start - 300), start))
 
@@ -276,6 +283,12 @@ def _final_candidates(low: str, spans: list[tuple[int, str]]) -> list[tuple[int,
     if marker > spans[0][0]:
         return [sp for sp in spans if sp[0] > marker]
     return spans
+
+
+# "3 and 5 both work", "both x = 3 and x = 5 satisfy it": values joined by "and" offered together
+_VALUES_AND = re.compile(r"(?<![\w.=+*/^-])(?:" + _ONE_VALUE + r"\s*(?:,\s*)?(?:or\s+|and\s+|,\s*))+(?:[a-zA-Z]\s*=\s*)?$")
+_BOTH_AFTER = re.compile(r"\s*,?\s*(?:both|all|each)\b", re.I)
+_BOTH_BEFORE = re.compile(r"\b(?:both|either)\s+$", re.I)
 
 
 def _last_number(response: str) -> re.Match | None:
@@ -309,19 +322,36 @@ def _last_number(response: str) -> re.Match | None:
 _TEMPLATE_TOKEN = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|</?s>|<(?:eos|eot|bos|end_of_turn|start_of_turn|pad)>", re.I)
 # the start of another turn of the conversation
 _NEXT_TURN = re.compile(r"<\|im_start\|>|<\|start_header_id\|>|<start_of_turn>|<\|user\|>|<\|assistant\|>")
+# short English words, which make a run of one- and two-letter tokens a sentence ("It is 4, 6, or 8."), not an expression
+_PROSE_WORD = re.compile(r"(?<![\\a-zA-Z])(?:is|it|so|be|we|as|at|an|to|of|if|on|by|no|do|am|my|us|up)(?![a-zA-Z])", re.I)
+_GLUED_OR = re.compile(r"(?<=[\d)}\]])or(?=[A-Za-z(\\\d-])")
+# a word that leads into a final equation ("So 27+82 = 109", "Therefore, x = 4"): no factor of it
+_CONNECTIVE = re.compile(r"^(?:so|thus|hence|therefore|then|now|finally|and|giving|which\s+gives|that\s+is|i\.e\.)"
+                         r"(?![a-z])[,:]?\s*", re.I)
 # a response that is one bare expression (no delimiters, no prose): "\frac{10}{9}", "3+2", "-x^2 + 1"
 _BARE_EXPRESSION = re.compile(r"[-+*/^_=(){}\[\].,!|\s\d]*(?:(?:\\[a-zA-Z]+|[a-zA-Z]{1,2}(?![a-zA-Z]))[-+*/^_=(){}\[\].,!|\s\d]*)*")
 # the words right after a value that reject it: "9. No wait, that's wrong", "9 is what I first thought, but no"
 _INTERJECTION = r"(?:(?:wait|hmm|oops|actually|but|however)\b[\s,.!]*)*"
+# words after a value that doubt it away: "7 is probably wrong", "7, which seems unlikely", "7 can't be right"
+_DOUBTED = (
+    r"(?:(?:which|but|though|although|however|and|yet)[\s,]+)?(?:(?:that|this|it|which)\s+)?"
+    r"(?:(?:is|was|seems|seemed|looks|looked|appears|sounds|feels)\s+(?:(?:probably|likely|definitely|clearly|"
+    r"certainly|surely|obviously|very|quite|highly|rather|too|so|pretty|most|almost\s+certainly)\s+)*(?:to\s+be\s+)?"
+    r"(?:wrong|incorrect|unlikely|implausible|impossible|off|bogus|absurd|a\s+mistake|mistaken|not\s+(?:right|correct|"
+    r"it|the\s+answer|possible|likely|plausible|valid))"
+    r"|(?:can't|cannot|can\s+not|couldn't|could\s+not|shouldn't|won't)\s+be\s+(?:right|correct|it|the\s+answer|true)"
+    r"|(?:doesn't|does\s+not|didn't|did\s+not)\s+(?:work|check\s+out|fit|satisfy))\b"
+)
 _RETRACTED = re.compile(
-    r"^[\s.,;:!?)\]}*$]*(?:"
+    r"^[\s.,;:!?()\[\]}*$\u2014\u2013-]*(?:"
     + _INTERJECTION + r"(?:no|nope)\b[\s,.!]*(?:(?:wait|that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|i\s+was)\b"
     r"[^.\n]{0,30}?)?(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake|mistaken|$|[.!?])"
     r"|" + _INTERJECTION + r"(?:that(?:'s|\s+is|\s+was)|it(?:'s|\s+is|\s+was)|this\s+is)\s+"
     r"(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)"
-    r"|scratch\s+that|never\s*mind"
+    r"|scratch\s+that|never\s*mind|no\s+way\b|(?:(?:but|though|although)\s+)?i\s+(?:really\s+|seriously\s+)?doubt\s+"
+    r"(?:it|that|this)\b|(?:probably|likely|surely|certainly|definitely)\s+not\s*(?:[.!?)]|$)"
     r"|(?:is|was)\s+(?:what\s+i\s+)?(?:first\s+)?(?:thought|guessed|assumed)[^.\n]{0,40}?\b(?:but|however)\b"
-    r"|(?:is|was)\s+(?:wrong|incorrect|a\s+mistake|not\s+(?:right|correct))\b)",
+    r"|" + _DOUBTED + r")",
     re.I,
 )
 # a value offered as an alternative after the final answer: "or perhaps 6", "(or 6)", "it could also be 7"
@@ -335,8 +365,18 @@ _PARENTHESISED_VALUE = re.compile(r"^[\s$.,;:]*[(\[]\s*" + _VALUE + r"(?:\s+[a-z
 _FAR_ALTERNATIVE = re.compile(  # anywhere after it
     r"\b(?:alternatively|alternately|or\s+(?:perhaps|maybe|possibly)|perhaps|maybe|possibly|another\s+(?:possible\s+)?"
     r"(?:answer|value|solution)\s+(?:is|would\s+be|could\s+be)|(?:could|might|may)\s+(?:also|instead|well)\s+be|"
-    r"(?:could|might)\s+be)\b[\s,:]*(?:(?:it(?:'s|\s+is|\s+could\s+be|\s+might\s+be)|the\s+answer\s+(?:is|could\s+be|"
+    r"(?:could|might)\s+be|(?:could|might|may)\s+(?:equally|just\s+as\s+well)\s+be|unless\s+(?:it(?:'s|\s+is)\s+)?|"
+    r"if\s+not,?\s+(?:then\s+)?|or\s+else|i\s+also\s+(?:got|get|found)|another\s+candidate\s+is)\b[\s,:]*(?:(?:it(?:'s|\s+is|\s+could\s+be|\s+might\s+be)|the\s+answer\s+(?:is|could\s+be|"
     r"might\s+be|would\s+be)|be|is)\s+)?" + _VALUE,
+    re.I,
+)
+# a value named as another possibility after it: "though 7 is also possible", "7 works too", "both 5 and 7 work"
+_LATER_ALTERNATIVE = re.compile(
+    r"(?:\bboth\s+" + _VALUE + r"\s+and\s+)?" + _VALUE + r"\s+(?:(?:is|would\s+be|could\s+be|might\s+be|may\s+be|seems)\s+"
+    r"(?:also\s+|equally\s+)?(?:possible|plausible|an?\s+(?:option|possibility|candidate|alternative)|valid|acceptable|"
+    r"correct|right|likely)|(?:is|would\s+be)\s+another\s+(?:possibility|option|candidate|answer)|(?:could|might|may)\s+"
+    r"(?:also\s+)?be\s+(?:the\s+)?(?:answer|right|correct|it)|(?:also|too)\s+works?|works?\s+(?:too|as\s+well)"
+    r"|(?:both\s+)?(?:work|satisfy))\b",
     re.I,
 )
 _TAIL_TEXT = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox)\s*\{([^{}]*)\}")  # words in LaTeX, read as words
@@ -359,11 +399,14 @@ def _tail_candidates(response: str, low: str, end: int) -> list[str] | None:
             out.append(value)
     words = _TAIL_LATEX.sub(" ", _TAIL_TEXT.sub(r" \1 ", tail)) if "\\" in tail else tail
     words = words.replace("~", " ")
-    for m in (_NEAR_ALTERNATIVE.match(words), _PARENTHESISED_VALUE.match(words), *_FAR_ALTERNATIVE.finditer(words)):
-        if m is not None:
-            value = m.group(1)
-            boxed = boxed_all(value)
-            out.append((boxed[-1] if boxed else value.strip("$")).strip())
+    for m in (_NEAR_ALTERNATIVE.match(words), _PARENTHESISED_VALUE.match(words), *_FAR_ALTERNATIVE.finditer(words),
+              *_LATER_ALTERNATIVE.finditer(words)):
+        if m is None:
+            continue
+        for value in m.groups():
+            if value is not None:
+                boxed = boxed_all(value)
+                out.append((boxed[-1] if boxed else value.strip("$")).strip())
     return out
 
 
@@ -428,12 +471,62 @@ def _tag_answers(response: str, low: str) -> tuple[list[str], int]:
         pos = end = close + len("</answer>")
 
 
+# the end of a model's thoughts; a model may close them more than once, and its answer follows the last close
+_END_OF_THOUGHTS = re.compile(r"</(?:think|thinking|thought|thoughts|reasoning)>|\u25c1/think\u25b7", re.I)
+
+
+def _after_thoughts(response: str) -> str:
+    """The text after the last end-of-thoughts marker, when something follows it; else the whole response."""
+    last = None
+    for last in _END_OF_THOUGHTS.finditer(response):
+        pass
+    if last is None or not response[last.end() :].strip():
+        return response
+    return response[last.end() :]
+
+
+# colour macros: \colorbox{c}{X} and \fcolorbox{c}{d}{X} draw a box, as \fbox does; \color{c} only switches colour;
+# \textcolor{c}{X} highlights X: a value after a box when a box stands before it, else plain X
+_COLOUR_SPEC = r"\s*(?:\[[^\]{}]{0,40}\])?\s*\{[^{}]{0,60}\}"
+_COLOUR_BOX = re.compile(
+    r"\\(?:colorbox" + _COLOUR_SPEC + r"|fcolorbox" + _COLOUR_SPEC + r"\s*\{[^{}]{0,60}\})\s*(?=\{)"
+)
+_COLOUR_SWITCH = re.compile(r"\\color" + _COLOUR_SPEC)
+_TEXT_COLOUR = re.compile(r"\\textcolor" + _COLOUR_SPEC + r"\s*(?=\{)")
+
+
+def _uncolour(response: str) -> str:
+    """``response`` with its colour macros read as boxes or as their plain content (see above)."""
+    response = _COLOUR_SWITCH.sub(" ", _COLOUR_BOX.sub(lambda m: "\\fbox", response))
+    out, pos = [], 0
+    first_box = min((i for i in (response.find(cmd) for cmd in BOX_COMMANDS) if i >= 0), default=len(response))
+    pairs: dict[int, int] | None = None
+    for m in _TEXT_COLOUR.finditer(response):
+        if m.start() < pos:
+            continue
+        if pairs is None:  # every brace pair once: an unclosed macro must not make each later one rescan the text
+            pairs = _brace_pairs(response)
+        end = pairs.get(m.end())
+        if end is None:
+            continue
+        boxed_before = first_box < m.start()
+        inner = response[m.end() + 1 : end]
+        out.append(response[pos : m.start()])
+        out.append("\\fbox{" + inner + "}" if boxed_before and not boxed_all(inner) else inner)
+        pos = end + 1
+    return "".join(out) + response[pos:] if out else response
+
+
 def extract(response: str, *, strict: bool = False, truncated: bool = False) -> Extraction:
     if "<" in response:
         turn = _NEXT_TURN.search(response)
         if turn and response[: turn.start()].strip():  # a new turn begins: the response ended before it
             response = response[: turn.start()]
         response = _TEMPLATE_TOKEN.sub(" ", response)
+    if "</" in response or "\u25c1/" in response:
+        response = _after_thoughts(response)
+    if "color" in response:
+        response = _uncolour(response)
     low = _lowercase_same_length(response)
     tags, tags_end = _tag_answers(response, low) if "<answer>" in low else ([], -1)
     if tags:
@@ -464,14 +557,22 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
     if truncated:  # cut off by the length limit: what the text happens to end with is no committed answer
         return Extraction(None, "truncated", ())
     bare = response.strip()
+    if len(bare) <= 300:
+        bare = _CONNECTIVE.sub("", bare, count=1)
+        if "or" in bare:
+            bare = _GLUED_OR.sub(" or ", bare)  # "W(x)=1orW(x)=-1": two alternatives, not the variables o and r
     if 0 < len(bare) <= 300 and "$" not in bare and "\n" not in bare and _BARE_EXPRESSION.fullmatch(bare) \
-            and not _PLAIN_NUMBER_ONLY.fullmatch(bare):
+            and not _PLAIN_NUMBER_ONLY.fullmatch(bare) and not _PROSE_WORD.search(bare):
         return Extraction(bare, "math", (bare,))
     m = last_math(response)
     if m:
         at = response.rfind(m)
         if at >= 0 and not _committed(low, at, at + len(m)):
             return Extraction(None, "uncommitted", ())
+        offered = _maths_offered(response, at) if at > 0 and response[at - 1] == "$" else []
+        if offered:
+            answer = " or ".join([*offered, m])
+            return Extraction(answer, "math", (answer,))
         concluded = _concluding_number(response, low, at + len(m)) if at >= 0 else None
         if concluded is not None:
             return Extraction(concluded, "last_number", (concluded,))
@@ -483,16 +584,86 @@ def extract(response: str, *, strict: bool = False, truncated: bool = False) -> 
                 return Extraction(None, "uncommitted", ())
             # "... 3 or 4": a hedge, kept whole so that it is judged as one; "12 + 31 = 42": the chain, so
             # that a false one is not credited
-            hedge = _NUMBER_OR.search(response, max(0, num.start() - 40), num.start())
+            hedge = _VALUES_OR.search(response, max(0, num.start() - 120), num.start())
+            both = _VALUES_AND.search(response, max(0, num.start() - 120), num.start())
+            if both and (_BOTH_AFTER.match(response, num.end()) or _BOTH_BEFORE.search(response, max(0, both.start() - 20), both.start())):
+                hedge = both if hedge is None or both.start() < hedge.start() else hedge
             chain = _ARITHMETIC_CHAIN.search(response, max(0, num.start() - 200), num.start())
             answer = response[hedge.start() : num.end()] if hedge else num.group(0)
             if chain and not hedge:
                 answer = response[chain.start() : num.end()].strip()
+            money = _money_before(response, num)
+            if money is not None:
+                answer = money
+            elif not hedge and not chain:
+                answer += _size_after(response, num.end())
             return Extraction(answer, "last_number", (answer,))
     return Extraction(None, "none", ())
 
 
+# words after a number that change its size: a share smaller than a percent, a multiplier
+_SIZE_WORD = re.compile(
+    r"\s?(?:\\?%|\u2030|\u2031)|\s*(?:basis\s+points?|bps?|per\s+mille|per\s+mil|permille|percent|ppm|ppb|thousand|"
+    r"million|billion|trillion)(?![a-z])",
+    re.I,
+)
+_AND_FRACTION = re.compile(r"\s+and\s+(?:an?|one|two|three)\s+(?:half|thirds?|quarters?)\b", re.I)
+_WORDS_AFTER = re.compile(r"\s+([a-zA-Z]{2,}(?:/[a-zA-Z]+)?)(?:\s+([a-zA-Z]{2,}))?")
+
+
+def _size_after(response: str, end: int) -> str:
+    """The words right after the last number that change its value ("25 basis points", "3 million", "90 minutes"),
+    so that the number is not compared without them; "" when none do."""
+    from rlvr.verifiers.math.units import canonical
+
+    fraction = _AND_FRACTION.match(response, end)
+    if fraction:  # "3 and a half hours": the fraction, then its unit
+        return fraction.group(0) + _size_after(response, fraction.end())
+    size = _SIZE_WORD.match(response, end)
+    if size:
+        return size.group(0)
+    words = _WORDS_AFTER.match(response, end)
+    if words is None or words.group(1).lower() in ("in", "or", "and", "at", "to", "of", "by"):
+        return ""
+    for text in ((words.group(1) + " " + words.group(2)) if words.group(2) else None, words.group(1)):
+        if text and canonical(text):
+            return " " + text
+    return ""
+
+
+# dollars and cents in digits: "12 dollars and 50 cents", "$12 and 50 cents", "3 dollars 5 cents"
+_MONEY_IN_PARTS = re.compile(
+    r"(?:\\?\$\s*\d+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?\s*dollars?)\s*(?:,\s*|\s+and\s+|\s+)"
+    r"(?:\d{1,2}|[a-z]+(?:[\s-][a-z]+)?)\s*(?:cents?\b|\u00a2)", re.I
+)
+
+
+def _money_before(response: str, num: re.Match) -> str | None:
+    """The whole amount when the last number is the cents of an amount in dollars and cents, else None."""
+    found = None
+    for m in _MONEY_IN_PARTS.finditer(response, max(0, num.start() - 60), min(len(response), num.end() + 60)):
+        if m.start() <= num.start() and num.end() < m.end():
+            found = m.group(0)
+    return found
+
+
 _LEADING_VALUE = re.compile(r"\s*(?:\$[^$]{1,200}\$|-?\d+(?:[.,/]\d+)*%?)")
+
+
+_MATH_BEFORE = re.compile(r"\$([^$]{1,200})\$\s*(?:,\s*(?:or|and)?|or|and)\s*$")
+
+
+def _maths_offered(response: str, at: int) -> list[str]:
+    """The math spans joined to the one opening at ``at`` by "or", "and" or commas ("$x=3$ or $x=5$"), in order."""
+    found: list[str] = []
+    end = at - 1
+    while len(found) < 20:
+        m = _MATH_BEFORE.search(response, max(0, end - 300), end)
+        if m is None or (m.start() > 0 and response[m.start() - 1] == "$"):
+            break
+        found.insert(0, m.group(1).strip())
+        end = m.start()
+    return found
 
 
 def _retracts_itself(answer: str) -> bool:

@@ -14,6 +14,7 @@ import unicodedata
 from fractions import Fraction
 
 from rlvr.verifiers.math import units as unit_words
+from rlvr.verifiers.math.words import mixed_number
 
 _TEXT_CMDS = ("\\text", "\\textbf", "\\textit", "\\textrm", "\\mathrm", "\\mathbf", "\\mathit", "\\mbox",
               "\\operatorname", "\\mathsf", "\\textnormal", "\\boldsymbol", "\\mathbb")
@@ -28,7 +29,7 @@ _UNICODE = {
     "\u2014": "-", "\ufe63": "-", "\u2026": "...", "\u22c5": "\\cdot ", "\u2217": "*", "\u2205": "\\emptyset ",
     "\u211d": "\\mathbb{R}", "\u2208": "\\in ", "\u2223": "\\mid ", "\u2044": "/",
     "\u2248": "\\approx ", "\u2216": "\\setminus ", "\u00a2": " cents", "\u2308": "\\lceil ", "\u2309": "\\rceil ",
-    "\u230a": "\\lfloor ", "\u230b": "\\rfloor ", "\u2103": "^\\circ C", "\u2109": "^\\circ F",
+    "\u230a": "\\lfloor ", "\u230b": "\\rfloor ", "\u2103": "^\\circ C", "\u2109": "^\\circ F", "\u2030": " per mille", "\u2031": " basis points",
 }
 # circled digits used as item labels ("\u2460 3 \u2461 5"): NFKC would read them as digits, so they become
 # list separators first
@@ -107,6 +108,7 @@ _RELATION_COMMANDS = {  # relations, bars, infinity, "or" and ellipses in the sp
     **dict.fromkeys(("infty", "infinity"), "\\infty "), "lor": " or ",
     **dict.fromkeys(("ldots", "dots", "cdots", "dotsc", "dotsb"), "..."),
     **dict.fromkeys(("emptyset", "varnothing"), "\\{\\}"),
+    **dict.fromkeys(("permil", "textperthousand"), " per mille "), "textpertenthousand": " basis points ",
 }
 
 
@@ -181,6 +183,9 @@ _EVERYWHERE = re.compile(
 # a label before a list item: "Minimum: 2, Maximum: 5"
 _ITEM_LABEL = re.compile(r"(?:^|(?<=[,;]))\s*[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+){0,3}\s*:\s*(?=[^\s:])")
 _MATRIX_IN_PARENTHESES = re.compile(r"^\((\\begin\{([pbBvV]?matrix)\}.*\\end\{\2\})\)$", re.S)
+_SERIAL_CONJUNCTION = re.compile(r"(?<=[\d}])\s*, (?:or|and) (?=[-\d\\]|[a-zA-Z] ?=)")
+_WORDS_IN_TEXT = re.compile(r"\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+_BASIS_POINTS = re.compile(r"(?<=\d)\s*bps?$")  # 25 bp: basis points, never the product b*p
 _LONE_VARIABLE = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?$")
 
 
@@ -205,6 +210,22 @@ def _exact_before_approximation(s: str) -> str:
 
 
 
+def _mixed_number(s: str) -> str:
+    """ "2 and a half \\unit{h}", "two and three quarters": the whole number and its fraction as one value, so that
+    "and" does not read as a list of two."""
+    head, sep, unit = s.partition(" \\unit{")
+    value = mixed_number(head)
+    if value is None:
+        return s
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}" + (sep + unit if sep else "")
+
+
+def _decimal(value: Fraction) -> str:
+    """A number of cents as a decimal ("12.5", "3.05", "7")."""
+    whole, cents = divmod(int(value * 100), 100)
+    return f"{whole}.{cents:02d}".rstrip("0").rstrip(".") if cents else str(whole)
+
+
 def normalize(s: str, *, units: bool = True) -> str:
     """A canonical spelling of an answer (see the module docstring). Not cached: an answer is seen once, and
     the reference, seen by every response of a group, is cached with its parse (see the package)."""
@@ -216,6 +237,9 @@ def normalize(s: str, *, units: bool = True) -> str:
             s = s[len(a) : -len(b)].strip()
     if not s.isascii():
         s = _unicode(s)
+    if units and ("ollar" in s or "ent" in s) and \
+            (money_parts := unit_words.money_in_parts(_WORDS_IN_TEXT.sub(r" \1 ", s) if "\\" in s else s)) is not None:
+        s = _decimal(money_parts) + " \\unit{dollar}"
     if "$" in s:
         money = _CURRENCY.match(s)  # "\\$2.50": an amount of money, which converts to cents
         if money and units:
@@ -265,6 +289,8 @@ def normalize(s: str, *, units: bool = True) -> str:
     if "inf" in s:
         s = _BARE_INFINITY.sub(r"\\infty ", s)
     s = " ".join(s.split())
+    if ", or " in s or ", and " in s:
+        s = _SERIAL_CONJUNCTION.sub(", ", s)  # "4, 6, or 8": the list 4, 6, 8
     if "Z" in s or "integer" in s:
         s = _without_integer_parameter(s)
     s = s.rstrip(" .;")
@@ -286,10 +312,14 @@ def normalize(s: str, *, units: bool = True) -> str:
         s = _ITEM_LABEL.sub(" ", s).strip()
     if "st" in s or "nd" in s or "rd" in s or "th" in s:
         s = _ORDINAL.sub("", s)
+    if "bp" in s:
+        s = _BASIS_POINTS.sub(" basis points", s)
     if units:
         if "deg" in s:
             s = _DEGREES_BEFORE_SCALE.sub("", s)
         s = unit_words.mark_trailing(s)
+    if " and " in s and ("hal" in s or "thir" in s or "quart" in s or "th" in s):
+        s = _mixed_number(s)
     s = _ANSWER_PREFIX.sub("", s)
     if "e" in s or "E" in s:
         s = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", s)

@@ -119,6 +119,13 @@ _NUMBER_WORDS = re.compile(r"^(-?\d+(?:\.\d+)?)\s+([a-zA-Z][a-zA-Z\s'-]*)$", re.
 MULTIPLIERS = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
                "dozen": 12}
 POWERS = {"squared": 2, "cubed": 3}
+# shares written in units smaller than a percent: the size of one in percent
+PERCENT_SCALES = {
+    **dict.fromkeys(("basis point", "basis points", "bp", "bps", "bip", "bips", "permyriad"), Fraction(1, 100)),
+    **dict.fromkeys(("per mille", "per mil", "per mill", "permille", "permil", "per thousand"), Fraction(1, 10)),
+    **dict.fromkeys(("ppm", "parts per million"), Fraction(1, 10**4)),
+    **dict.fromkeys(("ppb", "parts per billion"), Fraction(1, 10**7)),
+}
 # words after a number that change, qualify or withdraw it: such an answer is text, never the bare number
 CHANGERS = {
     "wrong", "incorrect", "false", "not", "no", "never", "invalid", "impossible", "undefined", "unknown",
@@ -578,6 +585,9 @@ def _number_with_words(s: str) -> Expression | None:
         return Expression(("pow", number, ("num", Fraction(POWERS[first]))))
     if first == "percent" and not rest:
         return Expression(number, True)
+    scale = PERCENT_SCALES.get(" ".join(words))
+    if scale is not None:  # 250 basis points = 2.5%: a unit of a different size, never dropped as a noun
+        return Expression(("mul", (number, ("num", scale))), True)
     if first in CHANGERS:
         return None
     return Expression(number, noun=" ".join(words))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from rlvr.verifiers.math.words import number_in_words
+
 _F = Fraction
 _INCH = _F(254, 10000)
 _FOOT = 12 * _INCH
@@ -130,4 +132,33 @@ def wrapped(inner: str) -> str | None:
     return "" if unit == "" else f"\\unit{{{unit}}}"
 
 
-__all__ = ["SIZES", "TEMPERATURE_ZERO", "canonical", "mark_trailing", "wrapped"]
+# an amount of money in two parts: "12 dollars and 50 cents", "$12 and 50 cents", "twelve dollars fifty"
+_MONEY = re.compile(
+    r"^(?:\\?\$\s*(?P<sign>)(?P<a>[a-z0-9.\s-]{1,80}?)|(?P<b>[a-z0-9.\s-]{1,80}?)\s*dollars?)"
+    r"\s*(?:,\s*|\s+and\s+|\s+)(?P<c>[a-z0-9\s-]{1,40}?)\s*(?P<cents>cents?)?$",
+    re.I,
+)
+
+
+def _amount(text: str) -> Fraction | None:
+    text = text.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return Fraction(text)
+    return Fraction(1) if text.lower() in ("a", "an") else number_in_words(text)
+
+
+def money_in_parts(s: str) -> Fraction | None:
+    """The dollars of an amount written as dollars and cents ("12 dollars and 50 cents" = 12.5, "$3 and 5 cents"
+    = 3.05, "twelve dollars fifty" = 12.5), None for any other text. A "$" amount needs the word "cents", so that
+    "$12 50" stays what it is."""
+    m = _MONEY.match(s.strip()) if len(s) <= 200 else None
+    if m is None or (m.group("a") is not None and not m.group("cents")):
+        return None
+    dollars = _amount(m.group("a") if m.group("a") is not None else m.group("b"))
+    cents = _amount(m.group("c"))
+    if dollars is None or cents is None or cents.denominator != 1 or not 0 <= cents < 100 or dollars < 0:
+        return None
+    return dollars + cents / 100
+
+
+__all__ = ["SIZES", "TEMPERATURE_ZERO", "canonical", "mark_trailing", "money_in_parts", "wrapped"]

@@ -89,4 +89,23 @@ def number_in_words(text: str) -> Fraction | None:
     return None if value is None else Fraction(sign * value)
 
 
-__all__ = ["number_in_words"]
+_MIXED = re.compile(r"^(-?\d+)\s+and\s+([a-z][a-z\s-]*)$")
+
+
+def mixed_number(text: str) -> Fraction | None:
+    """The value of a whole number and a fraction joined by "and", in words or with the whole part in digits
+    ("two and a half", "3 and three quarters"), else None."""
+    low = " ".join(text.lower().split())
+    if " and " not in low or low.replace("-", " ").split()[-1] not in _DENOMINATORS:
+        return None
+    m = _MIXED.match(low)
+    if m is None:
+        return number_in_words(low)
+    part = number_in_words(m.group(2))
+    if part is None or not 0 < part < 1:
+        return None
+    whole = int(m.group(1))
+    return whole - part if m.group(1).startswith("-") else whole + part
+
+
+__all__ = ["mixed_number", "number_in_words"]
