@@ -304,6 +304,9 @@ class Pool:
             if w.state != "idle":
                 continue
             task = self._next_task()
+            while task is not None and task.deadline is not None and time.monotonic() >= task.deadline:
+                self._timed_out(task, "no worker was ready in time")  # sending it would only cost a worker
+                task = self._next_task()
             if task is None:
                 return
             w.seq += 1
