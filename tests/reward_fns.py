@@ -335,3 +335,92 @@ def forks_and_returns_twice(response, reference):
     """Both the worker and its forked child return from here: only the worker may answer."""
     child = os.fork()
     return Verdict(1.0, Status.CORRECT, "forked", details={"child": child == 0})
+
+
+# ------------------------------------------------------- deadlines under load (tests/test_deadlines_round4.py)
+
+
+def ignores_sigterm_and_sleeps(response, reference):
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_IGN)
+    while True:
+        time.sleep(3600)
+
+
+def blocks_signals_and_sleeps(response, reference):
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()))
+    while True:
+        time.sleep(3600)
+
+
+def forks_stubborn_child_and_waits(response, reference):
+    """A child that ignores the catchable signals and leaves the process group; the call waits for it."""
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        while True:
+            time.sleep(3600)
+    os.waitpid(pid, 0)
+    return 1.0
+
+
+def busy_loop(response, reference):
+    while True:
+        pass
+
+
+def just_too_late(response, reference, timeout_s=2.0):
+    """An honest answer that is complete only after the budget: never credited."""
+    time.sleep(float(timeout_s) + float(reference))
+    return 1.0
+
+
+class _SlowRepr:
+    def __repr__(self):
+        time.sleep(3600)
+        return "never"
+
+
+class _SlowState:
+    """Slow to rebuild from a pickle: its __reduce__ and __setstate__ sleep."""
+
+    def __reduce__(self):
+        time.sleep(3600)
+        return (_SlowState, ())
+
+    def __setstate__(self, state):
+        time.sleep(3600)
+
+
+class _SlowScore(Verdict):
+    @property
+    def score(self):
+        time.sleep(3600)
+        return 1.0
+
+
+def slow_to_encode(response, kind):
+    """A correct verdict whose own code (repr, pickling hooks, a property) is slow to run when it is read."""
+    if kind == "repr":
+        return Verdict(1.0, Status.CORRECT, "slow", details={"x": _SlowRepr()})
+    if kind == "state":
+        return Verdict(1.0, Status.CORRECT, "slow", details={"x": [_SlowState()] * 3})
+    if kind == "score":
+        v = object.__new__(_SlowScore)
+        for name, value in (("status", Status.CORRECT), ("reason", "slow"), ("extracted", None), ("details", {})):
+            object.__setattr__(v, name, value)
+        return v
+    raise ValueError(kind)
+
+
+def big_result(response, reference):
+    """A verdict of ``reference`` MiB, built in pieces: under the cap it must still come back in time."""
+    return Verdict(1.0, Status.CORRECT, "big", details={"rows": ["y" * 1000] * (int(reference) * 1024)})

@@ -402,10 +402,14 @@ def test_gigabytes_of_output_are_dropped(style):
 
 
 def test_an_infinite_loop_costs_one_budget():
-    program = py("def add(a, b):\n    while True: pass")
+    tests = assert_tests(*["assert add(1, 1) == 2"] * 6)
     t0 = time.monotonic()
-    v = verify("code", program, assert_tests(*["assert add(1, 1) == 2"] * 6), timeout_s=1.0)
-    assert time.monotonic() - t0 < 3.0
+    verify("code", py("def add(a, b):\n    return a + b"), tests, timeout_s=1.0)
+    honest = time.monotonic() - t0  # a sandbox's start and six tests on this machine, as loaded as it is now
+    t0 = time.monotonic()
+    v = verify("code", py("def add(a, b):\n    while True: pass"), tests, timeout_s=1.0)
+    # one budget on top of what the honest run took, with a margin for a loaded machine; six would be 6 s
+    assert time.monotonic() - t0 < honest + 1.0 + 2.0
     assert [t["status"] for t in v.details["tests"]] == ["timeout"] + ["failed"] * 5
 
 

@@ -145,9 +145,9 @@ def test_choice_bad_reference_or_option(reference, options, reason):
     ],
 )
 def test_choice_adversarial_responses_stay_fast(junk):
-    start = time.perf_counter()
+    start = time.process_time()  # the inline verifier's own work, whatever else loads the machine
     verify("choice", junk + "\nAnswer: C", "C")
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 # ------------------------------------------------------------------------------------------------ regex

@@ -12,7 +12,7 @@ import pytest
 import reward_fns as rf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from procs import rss_mib, still_works
+from procs import rss_mib, still_works, warm
 
 from rlvr.verifiers import CallableRequest, RewardRunner, Status, Verdict
 from rlvr.verifiers.runner import decode
@@ -52,7 +52,7 @@ verdicts = st.builds(
 @pytest.fixture(scope="module")
 def runner():
     with RewardRunner(workers=2, timeout_s=TIMEOUT_S, memory_mb=1024) as r:
-        r.score([C(rf.match, "warm", "warm")])
+        warm(r)
         yield r
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 import reward_fns as rf
-from procs import alive, rss_mib, still_works, wait_dead
+from procs import alive, rss_mib, still_works, wait_dead, warm
 
 from rlvr.verifiers import CallableRequest, RewardRunner, Status
 
@@ -16,6 +16,7 @@ C = CallableRequest
 @pytest.fixture(scope="module")
 def runner():
     with RewardRunner(workers=2, timeout_s=5.0, memory_mb=1024) as r:
+        warm(r)
         yield r
 
 

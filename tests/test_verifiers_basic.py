@@ -158,9 +158,10 @@ def test_numeric_bad_reference_is_an_error_verdict(reference):
     ],
 )
 def test_pathological_responses_return_quickly(name, response):
-    start = time.perf_counter()
+    # an inline verifier's work, as this process's CPU time: other processes' load does not count against it
+    start = time.process_time()
     v = verify(name, response, "1")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert isinstance(v, Verdict) and v.status is not Status.ERROR
 
 

@@ -26,6 +26,9 @@ Format: one tag byte per value, sizes as LEB128 varints.
       objects of those types, rebuilt from plain fields, never as objects the sender controls; named tuples
       (kind "namedtuple") arrive as instances of the receiver's class when it owns it, else of a named-tuple
       class of the receiver's own
+    B a builtin type, Ellipsis or NotImplemented (0, its name in ``builtins``): the receiver's own object, so
+      ``f() is int`` and ``g() is NotImplemented`` hold across the channel (builtin functions never travel so:
+      a program must not hand the checker its ``eval``)
     r ref (id, type name)  m module (id, module name): objects that stay on the sender's side
     y yours (id, type name): an object of the RECEIVER's side, by the receiver's own number, handed back
     (``ref(obj)`` returns a number for "r", or a (tag, number) pair)
@@ -33,6 +36,7 @@ Format: one tag byte per value, sizes as LEB128 varints.
 
 from __future__ import annotations
 
+import builtins
 import struct
 import sys
 import types
@@ -61,7 +65,7 @@ class Unencodable(TypeError):
     """A value that cannot travel (an object with no reference number, a list that contains itself)."""
 
 
-_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmyIDx"}
+_TAGS = {name: ord(name) for name in "NTFifcsblStzdrmyIDxB"}
 _PACKED = {ord("I"): "q", ord("D"): "d"}
 _PACK_FROM = 8  # lists at least this long are sent packed when they can be
 _CONTAINERS = {ord("l"), ord("t"), ord("S"), ord("z"), ord("d"), ord("x")}
@@ -187,6 +191,19 @@ def _rebuild(kind: object, fields: object, imports: bool) -> object:
         return cls(*fields)
     except (TypeError, ValueError, OverflowError, ArithmeticError) as exc:
         raise CodecError(f"malformed {kind!r} value: {exc}") from None
+# The builtins that travel by name (tag "B"), taken when this module loads, before a program can rebind them.
+_BUILTINS: dict[str, object] = {
+    name: value for name, value in vars(builtins).items()
+    if (isinstance(value, type) or value is Ellipsis or value is NotImplemented) and not name.startswith("_")
+}
+_BUILTIN_NAMES: dict[int, str] = {id(value): name for name, value in _BUILTINS.items()}
+
+
+def _builtin_name(x: object) -> str | None:
+    name = _BUILTIN_NAMES.get(id(x))
+    return name if name is not None and _BUILTINS[name] is x else None
+
+
 _DOUBLE = struct.Struct("<d")
 _COMPLEX = struct.Struct("<dd")
 _NOT_BUILTIN = object()
@@ -290,6 +307,8 @@ def encode(value: object, ref=None, *, modules: bool = False, max_size: int = MA
             _varint(out, len(members) // 2 if t is dict else len(members))
             on_path.add(id(x))
             stack.append((iter(members), x, t is tuple))
+        elif (t is type or x is Ellipsis or x is NotImplemented) and _builtin_name(x) is not None:
+            _reference(out, "B", 0, _builtin_name(x))
         elif modules and t is types.ModuleType and isinstance(getattr(x, "__name__", None), str):
             _reference(out, "m", 0, x.__name__)  # resolved by name on the other side: no number to keep
         elif ref is None:
@@ -479,6 +498,15 @@ def decode(data: bytes | memoryview, deref=None, *, max_cost: int = MAX_COST, de
                 raise CodecError("unexpected reference")
             value = deref(chr(tag), number, bytes(body).decode("utf-8", "replace"))
             cost += 128 + n
+        elif tag == _TAGS["B"]:
+            _, pos = _read_varint(view, pos)
+            n, pos = _read_varint(view, pos)
+            if n > MAX_NAME:
+                raise CodecError("reference name too long")
+            body, pos = _take(view, pos, n)
+            value = _BUILTINS.get(bytes(body).decode("utf-8", "replace"), _NOT_BUILTIN)
+            if value is _NOT_BUILTIN:
+                raise CodecError("an unknown builtin")
         else:
             raise CodecError(f"unknown tag {tag}")
         if cost > max_cost:

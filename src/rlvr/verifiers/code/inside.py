@@ -17,7 +17,7 @@ Modes:
 Messages are frames (a 4-byte big-endian length, then the body); a body is a tuple encoded with
 ``codec.py``, which is copied next to this file:
     checker -> here:  (op, target reference number, *arguments), op in call, getattr, getitem, iter, next,
-                      len, bool, repr, str
+                      len, bool, repr, str, eq, hash, isinstance, issubclass
     here -> checker:  ("hello", {name: value}) or ("load_error", type, program type, message) first; then
                       one reply per request: ("ok", value), ("error", type, program type, message),
                       ("ok", value, {position or keyword: contents}) to a call that changed list, dict or
@@ -323,6 +323,17 @@ def _answer(request: tuple) -> tuple:
         return ("ok", repr(target)[:MAX_REPLY_TEXT])
     if op == "str":
         return ("ok", str(target)[:MAX_REPLY_TEXT])
+    # comparisons of the program's objects with each other, and type tests against its classes: Python's own
+    # answer here, as a plain bool (a value the program's ``__eq__`` returns never travels)
+    if op == "eq":
+        result = target == request[2]
+        return ("ok", type(result) is bool and result)
+    if op == "hash":
+        return ("ok", int(hash(target)))
+    if op == "isinstance":
+        return ("ok", isinstance(request[2], target) is True)
+    if op == "issubclass":
+        return ("ok", issubclass(request[2], target) is True)
     raise ValueError(f"unknown request {op!r}")
 
 
@@ -357,9 +368,15 @@ def _reply(request: tuple) -> tuple:
 
 def _serve(program: str, rfd: int, wfd: int) -> None:
     import builtins
+    import types
 
     _CHANNEL[:] = [rfd, wfd]
-    namespace: dict = {"__name__": "solution", "__builtins__": builtins}
+    # a real module, so that what looks its classes up by module works: dataclasses, enum, typing, pickle
+    module = types.ModuleType("solution")
+    module.__file__ = "solution.py"
+    sys.modules["solution"] = module
+    namespace: dict = module.__dict__
+    namespace["__builtins__"] = builtins
     try:
         exec(compile(program, "solution.py", "exec"), namespace)
     except BaseException as exc:  # noqa: BLE001 - the program's failure is reported, not raised

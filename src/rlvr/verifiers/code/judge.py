@@ -182,12 +182,28 @@ def describe(exc: BaseException) -> tuple[str, str, str]:
     return (name if builtin else "Exception", name, message)
 
 
+# every Session of this process by its key: a pickled (or copied) proxy comes back as the same proxy
+_SESSIONS: dict[int, "Session"] = {}
+
+
+def _proxy(session_key: int, number: int) -> "Remote":
+    session = _SESSIONS.get(session_key)
+    remote = (session._remotes or {}).get(number) if session is not None else None
+    if remote is None:
+        import pickle
+
+        raise pickle.UnpicklingError(f"no object {number} of the program in this judge")
+    return remote
+
+
 class Session:
     """The channel to one ``inside.py serve`` process, with the current test's deadline. ``sandbox.kill(proc)``
     is called when the sandbox must be ended (a timeout, a violation)."""
 
     def __init__(self, channel: Channel, sandbox: Any, proc: Any, timeout_s: float):
         self.sandbox, self.proc, self.channel = sandbox, proc, channel
+        self.key = len(_SESSIONS) + 1
+        _SESSIONS[self.key] = self
         self.deadline = time.monotonic() + timeout_s
         self.dead = False
         self.requests = 0
@@ -195,6 +211,7 @@ class Session:
     # the test's objects the program holds proxies for, by number (made on first use)
     _objects: dict | None = None
     _numbers: dict | None = None
+    _remotes: dict | None = None  # the program's objects by number: their proxies
 
     def close(self) -> None:
         self.channel.close()
@@ -341,8 +358,13 @@ class Session:
     # values ------------------------------------------------------------------------------------------
 
     def _deref(self, tag: str, number: int, name: str) -> Any:
-        if tag == "r":
-            return Remote(self, number, name)
+        if tag == "r":  # one proxy per remote object, so that ``is`` holds as it does in the program
+            if self._remotes is None:
+                self._remotes = {}
+            remote = self._remotes.get(number)
+            if remote is None:
+                remote = self._remotes[number] = Remote(self, number, name)
+            return remote
         if tag == "y":  # one of the test's own objects, handed back
             objects = self._objects or {}
             if number not in objects:
@@ -378,7 +400,9 @@ def _exception(name: str, program_type: str, message: str) -> BaseException:
 
 class Remote:
     """A proxy for an object that lives in the sandbox. Every operation is a request; results come back
-    as plain values or further proxies. Two proxies are equal only if they are the same remote object."""
+    as plain values or further proxies. One remote object has one proxy (``is`` holds); two proxies are
+    equal when they are the same object or the program's ``==`` says so with a bool; a proxy never equals a
+    test's own value."""
 
     __slots__ = ("_session", "_id", "_type")
 
@@ -425,14 +449,39 @@ class Remote:
     def __bool__(self) -> bool:
         return self._req("bool") is True
 
+    def _same_program(self, other: Any) -> bool:
+        return type(other) is Remote and other._session is self._session
+
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, Remote) and other._session is self._session and other._id == self._id
+        # Only the program's own objects are compared by the program (two of them, say two instances of its
+        # dataclass): against a test's value a proxy is never equal, whatever its ``__eq__`` would answer.
+        if not self._same_program(other):
+            return False
+        return other._id == self._id or self._req("eq", other) is True
 
     def __ne__(self, other: Any) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash((id(self._session), self._id))
+        value = self._req("hash")  # equal objects of the program hash alike, as ``__eq__`` needs
+        if type(value) is not int:
+            raise TypeError("hash() of a remote object did not return an int")
+        return value
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        # The object stays in the program's process: pickling (or copying) a proxy gives the same proxy back.
+        return (_proxy, (self._session.key, self._id))
+
+    # isinstance(x, C) and issubclass(K, C) for a class C of the program's: asked of the program's process
+    def __instancecheck__(self, instance: Any) -> bool:
+        if type(instance) is Remote and instance._session is not self._session:
+            return False
+        return self._req("isinstance", instance) is True
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        if type(subclass) is Remote and subclass._session is not self._session:
+            return False
+        return self._req("issubclass", subclass) is True
 
     def __repr__(self) -> str:
         try:

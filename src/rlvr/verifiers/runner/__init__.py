@@ -20,8 +20,11 @@ How a request is called
   "code") is called in the caller's process on the runner's thread pool, so a batch runs across all cores.
 - A registered verifier declared ``isolation="process"`` and EVERY user callable (CallableRequest) runs in a pool
   of worker processes. Each call has a hard wall-clock budget (``options["timeout_s"]``, else the runner's
-  ``timeout_s``); past it the worker and every process below it get SIGKILL (also those that left its process
-  group or session), a fresh worker takes its place and the sample gets Verdict(0.0, "timeout", "timeout"). A
+  ``timeout_s``) measured from the call (a worker's start-up counts; a call queued behind busy workers is
+  measured from when a worker slot frees for it); past it the sample gets Verdict(0.0, "timeout", "timeout") at
+  once, by ``timeout_s + pool.DEADLINE_GRACE_S`` (0.5 s) whatever the call does, then the worker and every
+  process below it get SIGKILL (also those that left its process group or session) and a fresh worker takes
+  its place. A result complete only after the deadline is a timeout, never credit. A
   worker that dies (segfault, os._exit, killed) is replaced and the sample gets status "error", reason
   "worker_died" (a death on a worker that had served other calls first re-runs the call once on another worker,
   so it is never charged to a call that did not cause it). A MemoryError under the worker's memory cap gives

@@ -7,8 +7,14 @@ script without an ``if __name__ == "__main__":`` guard is not re-run by them. Th
 worker start, is paid on the first pooled request and after a worker is lost, not per call.
 
 The dispatcher never blocks on a worker: requests are written and results read through non-blocking pipes
-under poll(), results are size-capped JSON frames decoded by decode.py, and each call's deadline runs from the
-moment its request is handed to a worker until its whole result is in.
+under poll(), results are size-capped JSON frames decoded by decode.py, and killed workers are reaped later.
+
+Deadlines. A call's clock starts when the call is submitted, or, when every worker was busy with earlier calls
+then, when a worker slot frees for it: a worker's start-up (also a replacement's, after a timeout) counts against
+the call that waits for it. A result is credited only if it is complete by ``clock + timeout_s``; past that the
+caller gets Verdict(0.0, "timeout") at once, and only then is the worker killed (SIGSTOP, SIGKILL: no signal a
+call can ignore or block), so the caller has its verdict by ``clock + timeout_s + DEADLINE_GRACE_S`` whatever the
+call does (sleeps, ignores or blocks signals, forks children that do, returns a huge or slow-to-encode result).
 """
 
 from __future__ import annotations
@@ -34,22 +40,28 @@ STARTUP_TIMEOUT_S = 60.0  # a worker that is not ready by then is killed
 MAX_START_FAILURES = 3  # consecutive failed worker starts before queued requests are failed instead of retried
 _NO_PIDFD_POLL_S = 0.05  # how often exits are polled where pidfd_open is unavailable
 _ENVELOPE_BYTES = 1024  # room for the message around a verdict of max_result_bytes
+# What a caller may wait beyond a call's timeout_s for its verdict: the dispatcher's wake-up and bookkeeping,
+# on a loaded machine. Documented in the package docstring and docs/security.md.
+DEADLINE_GRACE_S = 0.5
+_REAP_WAIT_S = 10.0  # how long a killed worker may take to be reaped before close() stops waiting for it
 
 
 class Task:
     """One pooled call, possibly awaited by several identical requests (waiters)."""
 
-    __slots__ = ("fn_blob", "args_blob", "timeout_s", "key", "label", "waiters", "retried")
+    __slots__ = ("fn_blob", "args_blob", "timeout_s", "key", "label", "waiters", "retried", "submitted", "deadline")
 
     def __init__(self, fn_blob: bytes, args_blob: bytes, timeout_s: float, key: Any, label: str):
         self.fn_blob, self.args_blob, self.timeout_s, self.key, self.label = fn_blob, args_blob, timeout_s, key, label
         self.waiters: list[Any] = []
         self.retried = False
+        self.submitted = time.monotonic()
+        self.deadline: float | None = None  # set once the call has a worker slot (see the module docstring)
 
 
 class _Worker:
     __slots__ = ("proc", "pid", "pidfd", "request_fd", "reader", "outbuf", "state", "task", "deadline", "sent_at",
-                 "seq", "served")
+                 "seq", "served", "killed")
 
     def __init__(self, proc: subprocess.Popen, request_fd: int, result_fd: int, max_frame: int, deadline: float):
         self.proc, self.pid = proc, proc.pid
@@ -66,6 +78,7 @@ class _Worker:
         self.sent_at = 0.0
         self.seq = 0
         self.served = 0  # calls answered: a death on a worker that served others is not blamed on the call at once
+        self.killed: list[int] = []  # the pids SIGKILLed with it, waited for by close()
 
 
 class Pool:
@@ -83,6 +96,8 @@ class Pool:
         self.lock = threading.Lock()
         self.queue: collections.deque[Task] = collections.deque()
         self.workers: list[_Worker] = []
+        self.dying: list[_Worker] = []  # killed, not reaped yet
+        self.freed_at = 0.0  # when a worker slot last became free (a call ended, a worker was lost)
         self.want = 0  # how many workers to keep alive (0 until the first request, or after repeated start failures)
         self.start_failures = 0
         self.thread: threading.Thread | None = None
@@ -158,6 +173,8 @@ class Pool:
                 if self.closing:
                     return
             self._maintain()
+            self._reap_dying()
+            self._start_clocks()
             self._assign()
             poller = select.poll()
             poller.register(self.wake_r, select.POLLIN)
@@ -177,6 +194,9 @@ class Pool:
                     owners[w.request_fd] = w
                 if w.deadline is not None:
                     deadlines.append(w.deadline)
+            deadlines += [t.deadline for t in list(self.queue) if t.deadline is not None]
+            if self.dying:
+                deadlines.append(time.monotonic() + _NO_PIDFD_POLL_S)
             timeout_ms = None
             if deadlines:
                 timeout_ms = max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
@@ -195,12 +215,40 @@ class Pool:
                     touched[id(w)] = w
                     if fd == w.pidfd:
                         exited.add(id(w))
-            now = time.monotonic()
+            now = time.monotonic()  # results seen by now arrived by now: they count if this is within the deadline
             for w in list(self.workers):
                 if id(w) in touched or w.pidfd is None:
-                    self._service(w, exited=id(w) in exited or w.pidfd is None or w.reader.eof)
-                if w in self.workers and w.deadline is not None and now >= w.deadline:
+                    self._service(w, exited=id(w) in exited or w.pidfd is None or w.reader.eof, seen=now)
+                if w in self.workers and w.deadline is not None and time.monotonic() >= w.deadline:
                     self._expire(w)
+            self._expire_queued()
+
+    def _start_clocks(self) -> None:
+        """Start the clock of each queued call that has a worker slot (an idle or starting worker, or one still
+        to start): the first calls of the queue, as many as there are such slots."""
+        busy = sum(1 for w in self.workers if w.state == "busy")
+        slots = max(0, self.size - busy)
+        with self.lock:
+            waiting = list(self.queue)[:slots]
+        for task in waiting:
+            if task.deadline is None:
+                task.deadline = max(task.submitted, self.freed_at) + task.timeout_s
+
+    def _expire_queued(self) -> None:
+        """Calls whose clock ran out before a worker could take them (a slow worker start)."""
+        now = time.monotonic()
+        with self.lock:
+            late = [t for t in self.queue if t.deadline is not None and now >= t.deadline]
+            for task in late:
+                self.queue.remove(task)
+        for task in late:
+            self._timed_out(task, "no worker was ready in time")
+
+    def _timed_out(self, task: Task, why: str | None = None) -> None:
+        details: dict[str, Any] = {"timeout_s": task.timeout_s, "verifier": task.label}
+        if why:
+            details["error"] = why
+        self.on_done(task, Verdict(0.0, Status.TIMEOUT, "timeout", details=details), task.timeout_s)
 
     def _maintain(self) -> None:
         while len(self.workers) < self.want:
@@ -256,6 +304,9 @@ class Pool:
             if w.state != "idle":
                 continue
             task = self._next_task()
+            while task is not None and task.deadline is not None and time.monotonic() >= task.deadline:
+                self._timed_out(task, "no worker was ready in time")  # sending it would only cost a worker
+                task = self._next_task()
             if task is None:
                 return
             w.seq += 1
@@ -263,7 +314,9 @@ class Pool:
                                                   protocol=pickle.HIGHEST_PROTOCOL))
             w.state, w.task = "busy", task
             w.sent_at = time.monotonic()
-            w.deadline = w.sent_at + task.timeout_s
+            if task.deadline is None:
+                task.deadline = max(task.submitted, self.freed_at) + task.timeout_s
+            w.deadline = task.deadline
             self._flush(w)
 
     def _next_task(self) -> Task | None:
@@ -287,7 +340,7 @@ class Pool:
                 return
             del w.outbuf[:n]
 
-    def _service(self, w: _Worker, *, exited: bool = True) -> None:
+    def _service(self, w: _Worker, *, exited: bool = True, seen: float | None = None) -> None:
         """Write and read what a worker's pipes allow; reap it once it has exited (looked at only when
         ``exited`` says it may have: a wait on the process costs more than the rest of a call's handling)."""
         if w.outbuf:
@@ -296,6 +349,10 @@ class Pool:
             frames = w.reader.read()
         except decode.ProtocolError as exc:
             self._broken(w, "result_too_large", f"the reward's result was refused: {exc}")
+            return
+        if frames and w.state == "busy" and w.deadline is not None \
+                and (time.monotonic() if seen is None else seen) > w.deadline:
+            self._expire(w, force=True)  # complete only after its deadline: a timeout, never credit
             return
         for payload in frames:
             try:
@@ -318,6 +375,7 @@ class Pool:
         verdict = decode.decode_verdict(message.get("verdict"))
         task, w.task = w.task, None
         w.state, w.deadline = "idle", None
+        self.freed_at = time.monotonic()
         w.served += 1
         seconds = time.monotonic() - w.sent_at
         if message["retire"]:  # e.g. after a MemoryError: start afresh (counted before the caller sees the verdict)
@@ -366,24 +424,28 @@ class Pool:
         verdict = Verdict(0.0, Status.ERROR, "worker_died", details={"verifier": task.label, **details})
         self.on_done(task, verdict, time.monotonic() - w.sent_at)
 
-    def _expire(self, w: _Worker) -> None:
-        self._service(w)  # the answer may have come in just now
-        if w not in self.workers or w.deadline is None or time.monotonic() < w.deadline:
-            return
+    def _expire(self, w: _Worker, *, force: bool = False) -> None:
+        if not force:
+            self._service(w)  # the answer may have come in just now
+            if w not in self.workers or w.deadline is None or time.monotonic() < w.deadline:
+                return
         if w.state == "starting":
             self._forget(w, kill=True)
             self._start_failed({"error": f"not ready after {STARTUP_TIMEOUT_S:g} s"})
             return
         task, w.task = w.task, None
+        self.stats.add("worker_restarts")  # counted before the caller sees the verdict
+        if task is not None:  # the verdict first: killing and reaping are the pool's business, not the caller's
+            self._timed_out(task)
         self._forget(w, kill=True)
-        self.stats.add("worker_restarts")
-        if task is not None:
-            details = {"timeout_s": task.timeout_s, "verifier": task.label}
-            self.on_done(task, Verdict(0.0, Status.TIMEOUT, "timeout", details=details), task.timeout_s)
 
     def _forget(self, w: _Worker, *, kill: bool = False) -> None:
+        if w in self.workers and w.state == "busy":
+            self.freed_at = time.monotonic()
         if kill:
-            _kill(w)
+            _kill(w, wait=False)
+            if w.proc.returncode is None:
+                self.dying.append(w)
         try:
             self.workers.remove(w)
         except ValueError:
@@ -396,6 +458,9 @@ class Pool:
                     pass
         w.pidfd = None
 
+    def _reap_dying(self) -> None:
+        self.dying = [w for w in self.dying if w.proc.poll() is None]
+
     def _shutdown(self, reason: str, message: str) -> None:
         """Kill every worker; fail what is queued or running. Safe to call twice."""
         for w in list(self.workers):
@@ -403,6 +468,9 @@ class Pool:
             self._forget(w, kill=True)
             if task is not None:
                 self.on_done(task, error(reason, message, task.label), None)
+        for w in list(self.dying):  # so that when close() returns, nothing of ours still runs
+            _kill(w, wait=True)
+        self.dying = []
         with self.lock:
             failed, self.queue = list(self.queue), collections.deque()
             self.thread = None if self.thread is threading.current_thread() else self.thread
@@ -410,20 +478,23 @@ class Pool:
             self.on_done(task, error(reason, message, task.label), None)
 
 
-def _kill(w: _Worker) -> None:
-    """SIGKILL a worker's keeper and every process below it (frozen first, see tree.py), then reap the keeper."""
-    killed: list[int] = []
+def _kill(w: _Worker, *, wait: bool = True) -> None:
+    """SIGKILL a worker's keeper and every process below it (frozen first, see tree.py); with ``wait``, reap the
+    keeper and wait for the others to be gone (else the pool reaps it later, see ``_reap_dying``)."""
     if w.proc.returncode is None:  # not reaped yet, so its pid is still its own
-        killed = tree.kill_tree(w.pid, include_root=True)
+        w.killed += tree.kill_tree(w.pid, include_root=True)
         try:
             os.killpg(w.pid, signal.SIGKILL)  # the keeper leads a process group; also without /proc
         except OSError:
             pass
+    if not wait:
+        w.proc.poll()
+        return
     try:
-        w.proc.wait(timeout=10)
+        w.proc.wait(timeout=_REAP_WAIT_S)
     except subprocess.TimeoutExpired:
         pass
-    tree.wait_gone(killed, 2.0)  # so that when close() returns, nothing of ours still runs
+    tree.wait_gone(w.killed, 2.0)
 
 
 def _interpreter() -> list[str]:
