@@ -202,7 +202,9 @@ MISBEHAVING = {
     "flood": "import sys; sys.stdout.write('x' * 10_000_000)",
     "silent": "pass",
     "divide": "1 / 0",
-    "reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
+    "reward": ("import json, os; open(os.environ['RLVR_REWARD_FILE'], 'w').write('0.7'); "
+               "print(json.dumps({'answer': 'seven'}))"),
+    "stdout_reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
     "echo": "import sys; print(sys.stdin.read())",
     "badkey": ("import os, urllib.request, urllib.error\n"
                "req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', data=b'{}', "
@@ -267,6 +269,8 @@ def test_returned_reward_counts_only_without_a_reference(tmp_path, misbehaving):
     assert run.answers == ["seven", "seven"]
     assert run.parts == [{}, {"agent_reward": 0.7}]
     assert run.metrics["agent/reward_mean"] == pytest.approx(0.7)
+    run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} stdout_reward x", tasks, n=1)
+    assert run.answers == ["seven", "seven"] and run.parts == [{}, {}]  # stdout is not the reward's channel
 
 
 def test_the_program_never_sees_the_answer(tmp_path, misbehaving):
