@@ -54,6 +54,8 @@ EOS_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['co
                 "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant: {% endif %}")
 
+LOAD_GRACE_S = 8.0  # seconds a wall-clock bound may overrun on a loaded machine (model build, process starts)
+
 
 @pytest.fixture
 def agent_script(tmp_path):
@@ -223,9 +225,11 @@ def misbehaving(tmp_path):
 def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
     pids = tmp_path / "pids"
     limits = ProgramLimits(deadline_s=3.0, output_bytes=1000)
-    started = time.monotonic()
     for kind in ("crash", "hang", "orphan", "flood", "silent"):
+        started = time.monotonic()
         run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} {kind} {pids}", [Task("1+2=", "3", "t")], limits=limits)
+        # what the run promises: the deadline, then the supervisor's grace; plus a margin for a loaded machine
+        assert time.monotonic() - started < limits.deadline_s + limits.kill_grace_s + LOAD_GRACE_S, kind
         assert run.batch.size == 2
         if kind == "crash":  # what it sampled before crashing is trained, with the empty answer's reward
             assert run.metrics["agent/calls_mean"] == 1 and int(run.batch.loss_mask.sum()) > 0
@@ -240,7 +244,6 @@ def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
         assert run.metrics["agent/failed_frac"] == (1.0 if kind == "crash" else 0.0)
         assert run.metrics["agent/timeout_frac"] == (1.0 if kind == "hang" else 0.0)
         assert all(s["env_errors"] == (kind in ("crash", "hang")) for s in run.stats)
-    assert time.monotonic() - started < 25
     assert len(pids.read_text().split()) == 4
     for pid in pids.read_text().split():  # what a program started, hung or exited, was killed with it
         assert not _alive(int(pid))

@@ -260,7 +260,7 @@ def program_env(base_url: str, key: str, reward_file: str = "") -> dict[str, str
 def _supervised(argv: list[str]) -> list[str]:
     """``argv`` under SUPERVISOR where /proc can list the program's tree (Linux); elsewhere as it is (its process
     group is killed)."""
-    if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self"):
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self") or not sys.executable:
         return argv
     return [sys.executable, "-I", "-S", "-c", SUPERVISOR, *argv]
 
