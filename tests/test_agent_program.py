@@ -54,6 +54,8 @@ EOS_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['co
                 "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant: {% endif %}")
 
+LOAD_GRACE_S = 8.0  # seconds a wall-clock bound may overrun on a loaded machine (model build, process starts)
+
 
 @pytest.fixture
 def agent_script(tmp_path):
@@ -202,7 +204,9 @@ MISBEHAVING = {
     "flood": "import sys; sys.stdout.write('x' * 10_000_000)",
     "silent": "pass",
     "divide": "1 / 0",
-    "reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
+    "reward": ("import json, os; open(os.environ['RLVR_REWARD_FILE'], 'w').write('0.7'); "
+               "print(json.dumps({'answer': 'seven'}))"),
+    "stdout_reward": "import json; print(json.dumps({'answer': 'seven', 'reward': 0.7}))",
     "echo": "import sys; print(sys.stdin.read())",
     "badkey": ("import os, urllib.request, urllib.error\n"
                "req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', data=b'{}', "
@@ -221,9 +225,11 @@ def misbehaving(tmp_path):
 def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
     pids = tmp_path / "pids"
     limits = ProgramLimits(deadline_s=3.0, output_bytes=1000)
-    started = time.monotonic()
     for kind in ("crash", "hang", "orphan", "flood", "silent"):
+        started = time.monotonic()
         run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} {kind} {pids}", [Task("1+2=", "3", "t")], limits=limits)
+        # what the run promises: the deadline, then the supervisor's grace; plus a margin for a loaded machine
+        assert time.monotonic() - started < limits.deadline_s + limits.kill_grace_s + LOAD_GRACE_S, kind
         assert run.batch.size == 2
         if kind == "crash":  # what it sampled before crashing is trained, with the empty answer's reward
             assert run.metrics["agent/calls_mean"] == 1 and int(run.batch.loss_mask.sum()) > 0
@@ -238,7 +244,6 @@ def test_misbehaving_programs_are_verdicts(tmp_path, misbehaving):
         assert run.metrics["agent/failed_frac"] == (1.0 if kind == "crash" else 0.0)
         assert run.metrics["agent/timeout_frac"] == (1.0 if kind == "hang" else 0.0)
         assert all(s["env_errors"] == (kind in ("crash", "hang")) for s in run.stats)
-    assert time.monotonic() - started < 25
     assert len(pids.read_text().split()) == 4
     for pid in pids.read_text().split():  # what a program started, hung or exited, was killed with it
         assert not _alive(int(pid))
@@ -267,6 +272,8 @@ def test_returned_reward_counts_only_without_a_reference(tmp_path, misbehaving):
     assert run.answers == ["seven", "seven"]
     assert run.parts == [{}, {"agent_reward": 0.7}]
     assert run.metrics["agent/reward_mean"] == pytest.approx(0.7)
+    run, _ = _run(tmp_path, f"{sys.executable} {misbehaving} stdout_reward x", tasks, n=1)
+    assert run.answers == ["seven", "seven"] and run.parts == [{}, {}]  # stdout is not the reward's channel
 
 
 def test_the_program_never_sees_the_answer(tmp_path, misbehaving):

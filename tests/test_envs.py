@@ -77,7 +77,8 @@ def test_process_tools_run_supervised_with_a_deadline():
     result = slow.run(ToolCall("slow_tool", {"seconds": 30}))
     assert result.error and result.timeout and "timed out after 0.5 s" in result.text
     assert function_tool(slow_tool, timeout_s=30).run(ToolCall("slow_tool", {"seconds": 0})).text == "awake"
-    failed = function_tool(failing_tool).run(ToolCall("failing_tool", {"x": 3}))
+    # a deadline far above the call: a loaded machine's worker start must not turn the raise into a timeout
+    failed = function_tool(failing_tool, timeout_s=60).run(ToolCall("failing_tool", {"x": 3}))
     assert failed.error and "RuntimeError: no luck with 3" in failed.text
 
 

@@ -85,7 +85,7 @@ def test_an_environment_that_raises_or_hangs_ends_its_episode_not_the_run():
 
     start = time.monotonic()
     _, samples = _episodes("slow", lambda text: "5", turn_timeout_s=0.5)
-    assert time.monotonic() - start < 10 and samples.episodes[0]["env_errors"] == 1
+    assert time.monotonic() - start < 0.5 + 9.5 and samples.episodes[0]["env_errors"] == 1  # the timeout + load grace
     deadline = time.monotonic() + 5  # the cancelled rollout still runs the package's cleanup handlers
     while not Slow.cleaned and time.monotonic() < deadline:
         time.sleep(0.05)

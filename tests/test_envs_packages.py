@@ -98,7 +98,7 @@ def test_json_actions_fill_an_action_of_any_fields(text, reward, malformed):
 def test_an_environment_that_raises_returns_nan_or_hangs_ends_its_episode_not_the_run(env):
     start = time.monotonic()
     _, samples = _episodes(lambda text: "cat", n=2, env=f"openenv_fixtures:{env}", step_timeout_s=0.5)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 0.5 + 9.5  # step_timeout_s, plus a grace for setup on a loaded machine
     assert [e["env_errors"] for e in samples.episodes] == [1, 1] and [e["turns"] for e in samples.episodes] == [1, 1]
     assert samples.rewards == [1.0, 1.0]  # the verifier still scores the turn; no environment reward was taken
 

@@ -61,8 +61,10 @@ def resolve_tool(spec: str | dict[str, Any] | Tool) -> Tool:
     return _TOOLS.get(spec)()
 
 
-MAX_CALLS_PER_TURN = 8
-TURN_TIME_BUDGET_S = 30.0
+# The defaults bound a turn whatever the message holds: 4 calls, at most 10 s for all of them (two calls at the
+# default tool deadline of 5 s), so a message of many slow calls holds its episode 10 s, not calls x deadline.
+MAX_CALLS_PER_TURN = 4
+TURN_TIME_BUDGET_S = 10.0
 _MAX_ERROR_CHARS = 500
 
 
@@ -99,6 +101,7 @@ class ToolEnv(Environment):
         return messages
 
     def step(self, assistant: str) -> Step:
+        deadline = time.monotonic() + self.turn_time_budget_s  # parsing the message counts against the turn too
         self.turn += 1
         parsed = parse_calls(self.tool_format, assistant)
         if not parsed.attempted:
@@ -110,7 +113,6 @@ class ToolEnv(Environment):
         cap = self.max_calls_per_turn
         observations = [{"role": "tool", "content": clean_text(f"error: {e.message}"[:_MAX_ERROR_CHARS])}
                         for e in parsed.errors[:cap]]
-        deadline = time.monotonic() + self.turn_time_budget_s
         for call in parsed.calls[:cap]:
             tool = self.by_name.get(call.name)
             left = deadline - time.monotonic()

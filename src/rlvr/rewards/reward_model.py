@@ -6,8 +6,9 @@
 ``path`` is a local Hugging Face folder holding a sequence-classification model (``AutoModelForSequenceClassification``
 with its tokenizer: the kind TRL's RewardTrainer and OpenRLHF's reward-model training save). The text it reads is
 the task's prompt and the response, rendered with the tokenizer's chat template when the prompt is a list of chat
-messages (the response as the assistant's turn), else the prompt text followed by the response; it is cut from the
-left to the model's context. The score is the probability the model gives the response being good: the sigmoid of
+messages (the response as the assistant's turn), else the prompt text followed by the response, the prompt's and
+response's text tokenized as plain text (a response spelling ``</s>`` is not read as the end of the sequence); it is
+cut from the left to the model's context. The score is the probability the model gives the response being good: the sigmoid of
 its logit for a one-output head, the softmax probability of the last label for a head with several outputs
 (``label`` picks another). The verdict is "correct" when the score reaches ``threshold`` and "incorrect" below it;
 the raw logits are in ``details``.
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 from rlvr.errors import UserError
+from rlvr.models import DataText, encode_text
 from rlvr.verifiers import Status, Verdict, register_verifier
 
 _LOCK = threading.Lock()
@@ -59,6 +61,17 @@ def rendered(tokenizer, prompt: Any, response: str) -> str:
     return f"{prompt or ''}{response}"
 
 
+def input_ids(tokenizer, prompt: Any, response: str) -> list[int]:
+    """The ids the reward model reads (``rendered``): the prompt's and the response's text as plain text, so a
+    response that spells ``</s>`` or a template marker reads as those characters; the template's markers stay
+    special."""
+    if isinstance(prompt, list) and getattr(tokenizer, "chat_template", None):
+        plain = DataText(tokenizer)
+        messages = plain.messages([*prompt, {"role": "assistant", "content": response}])
+        return plain.encode(tokenizer.apply_chat_template(messages, tokenize=False))
+    return encode_text(tokenizer, rendered(tokenizer, prompt, response))
+
+
 def score_of(logits: torch.Tensor, label: int | None) -> float:
     """The probability of "good": sigmoid of a single logit, else the softmax probability of ``label`` (default: last)."""
     if logits.numel() == 1:
@@ -74,7 +87,7 @@ def reward_model(response: str, reference: Any = None, *, path: str | None = Non
                         "model folder)")
     model, tokenizer = load_reward_model(str(path), device)
     limit = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
-    ids = tokenizer(rendered(tokenizer, prompt, response), add_special_tokens=False)["input_ids"]
+    ids = input_ids(tokenizer, prompt, response)
     ids = ids[-int(limit):] if limit and limit < 10**7 else ids
     with _LOCK, torch.no_grad():  # one forward at a time per process: the model is shared
         logits = model(input_ids=torch.tensor([ids], device=device)).logits[0]

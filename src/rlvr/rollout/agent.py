@@ -36,13 +36,14 @@ from typing import Any, Mapping
 import torch
 
 from rlvr.envs import SINGLE_TURN, Environment, Message, make_env
-from rlvr.models import encode_prompt
+from rlvr.models import DataText, encode_prompt
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
 from rlvr.errors import UserError
 from rlvr.models.loading import context_length
 
 SENTINEL = "\x00rlvr-end-of-content\x00"
+AGENT_REWARD = "agent_reward"  # the part an agent program's own reward goes in (rlvr.rollout.agent_program)
 log = logging.getLogger(__name__)
 _LOGGED: set[str] = set()
 
@@ -77,19 +78,23 @@ def encode_messages(tokenizer, prompt, tools: list[dict] | None,
     """The first prompt of an episode: plain text as is; chat messages rendered with the tools."""
     if isinstance(prompt, str) or not tools:
         return encode_prompt(tokenizer, prompt, template_kwargs)
-    return list(tokenizer(render(tokenizer, prompt, tools, True, template_kwargs),
-                          add_special_tokens=False)["input_ids"])
+    plain = DataText(tokenizer)
+    return plain.encode(render(tokenizer, plain.messages(prompt), tools, True, template_kwargs))
 
 
 def observation_text(tokenizer, history: list[Message], observations: list[Message], tools: list[dict] | None,
-                     template_kwargs: Mapping[str, Any] | None = None) -> str:
+                     template_kwargs: Mapping[str, Any] | None = None, plain: DataText | None = None) -> str:
     """What the template puts after the last assistant message's content: its end of turn, the observation
     messages and the next generation prompt. ``history`` ends with the assistant message.
 
     The conversation is rendered with the assistant's content replaced by a marker and the text after the marker is
     kept, so nothing before it has to render the same way twice: templates that re-render earlier turns once later
     messages follow (Qwen3 drops or adds ``<think>`` blocks of earlier assistant turns) give the same observation
-    text as templates that only append. The episode's tokens are what was actually sent and sampled."""
+    text as templates that only append. The episode's tokens are what was actually sent and sampled. With
+    ``plain`` (rlvr.models.DataText), the messages' text reaches the template through it (``plain.encode`` then
+    tokenizes the result)."""
+    if plain is not None:
+        history, observations = plain.messages(history), plain.messages(observations)
     marked = history[:-1] + [{**history[-1], "content": SENTINEL}]
     text = render(tokenizer, marked + list(observations), tools, True, template_kwargs)
     earlier = sum(str(m.get("content", "")).count(SENTINEL) for m in history[:-1])  # text a model wrote, in theory
@@ -109,10 +114,24 @@ def observation_ids(tokenizer, history: list[Message], observations: list[Messag
                     stop_text: str, template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The environment's tokens after an assistant turn (observation_text), less the stop token the model already
     sampled. ``history`` ends with the assistant message."""
-    tail = observation_text(tokenizer, history, observations, tools, template_kwargs)
+    plain = DataText(tokenizer)
+    tail = observation_text(tokenizer, history, observations, tools, template_kwargs, plain)
     if stop_text and tail.startswith(stop_text):
         tail = tail[len(stop_text):]
-    return list(tokenizer(tail, add_special_tokens=False)["input_ids"])
+    return plain.encode(tail)
+
+
+def renders_without_their_text(tokenizer, history: list[Message], observations: list[Message],
+                               tools: list[dict] | None, template_kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether the template carries this conversation once the model's turns and the observations say something
+    neutral: then a TemplateError on the real conversation was caused by what they said."""
+    neutral = [{**m, "content": "probe answer"} if m.get("role") == "assistant" else m for m in history]
+    try:
+        observation_text(tokenizer, neutral, [{**m, "content": "probe result"} for m in observations], tools,
+                         template_kwargs)
+    except TemplateError:
+        return False
+    return True
 
 
 def check_template(tokenizer, tasks: list[Task], template_kwargs: Mapping[str, Any] | None = None) -> None:
@@ -293,8 +312,19 @@ def run_episodes(engine: RolloutEngine, tokenizer, tasks: list[Task], params: Sa
                 raise TemplateError(f"task {ep.task.id}: environment {ep.task.env!r} continued an episode whose "
                                     "prompt is plain text; multi-turn environments must start with chat messages")
             ep.messages.append({"role": "assistant", "content": text})
-            env_ids = observation_ids(tokenizer, ep.messages, step.observations, ep.tools,
-                                      tokenizer.decode(ids[-1:], skip_special_tokens=False) if ids else "", kwargs)
+            try:
+                env_ids = observation_ids(tokenizer, ep.messages, step.observations, ep.tools,
+                                          tokenizer.decode(ids[-1:], skip_special_tokens=False) if ids else "", kwargs)
+            except TemplateError as exc:
+                if not renders_without_their_text(tokenizer, ep.messages, step.observations, ep.tools, kwargs):
+                    raise  # the template, not this episode's text: an error of the run (check_template's kind)
+                if "template" not in _LOGGED:
+                    _LOGGED.add("template")
+                    log.warning("task %s: the chat template refused the model's text (%s); the episode ends with "
+                                "the empty answer", ep.task.id, str(exc)[:300])
+                ep.stats["env_errors"] += 1
+                ep.finish("")  # the text the template refused is no answer: the sample's verdict, not the batch's
+                continue
             ep.messages += step.observations
             if len(ep.ids) + len(env_ids) >= budget:  # no room for the observation and a next turn
                 ep.finish(text, truncated=True)

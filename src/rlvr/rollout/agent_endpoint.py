@@ -8,8 +8,11 @@
 
 Served: ``POST /v1/chat/completions`` (messages rendered with the tokenizer's chat template, with the request's
 ``tools`` and ``rollout.chat_template_kwargs``; a reply to a request with ``tools`` whose text holds Hermes-format
-``<tool_call>{...}</tool_call>`` blocks comes back as ``tool_calls``), ``POST /v1/completions`` (a text prompt
-tokenized as rlvr tokenizes plain prompts, or a list of token ids used as they are) and ``GET /v1/models``. A call
+``<tool_call>{...}</tool_call>`` blocks comes back as ``tool_calls``; the messages' text, the model's earlier replies
+and tool results included, is tokenized as plain text, so text spelling ``<|im_end|>`` is never the special token,
+rlvr.models.DataText), ``POST /v1/completions`` (a text prompt is the program's own rendering: tokenized with the
+tokenizer's special tokens, which the program may write as markers; or a list of token ids used as they are) and
+``GET /v1/models``. A call
 records the exact prompt ids the engine saw and the ids it sampled with their log-probs; the reply's text is the
 decoding of those ids, and nothing is ever re-tokenized from text. Each episode has its own random key
 (``Authorization: Bearer KEY``): a request without a known key is refused (401) and the key says which episode a call
@@ -41,7 +44,7 @@ import torch
 
 from rlvr.envs.parsers import parse_calls
 from rlvr.errors import UserError
-from rlvr.models import encode_prompt
+from rlvr.models import DataText, encode_prompt
 from rlvr.models.loading import context_length
 from rlvr.rollout.agent import render
 from rlvr.rollout.base import RolloutEngine, SamplingParams
@@ -229,8 +232,9 @@ class AgentEndpoint:
                 clean[-1]["tool_calls"] = _template_tool_calls(m["tool_calls"], f"messages[{i}]")
         try:
             if tools:
-                text = render(self.tokenizer, clean, tools, True, self.settings.template_kwargs)
-                ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+                plain = DataText(self.tokenizer)
+                ids = plain.encode(render(self.tokenizer, plain.messages(clean), tools, True,
+                                          self.settings.template_kwargs))
             else:
                 ids = encode_prompt(self.tokenizer, clean, self.settings.template_kwargs)
         except UserError as exc:
@@ -243,8 +247,8 @@ class AgentEndpoint:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
-        if isinstance(prompt, str):
-            return encode_prompt(self.tokenizer, prompt)
+        if isinstance(prompt, str):  # the program's own rendering: the markers it wrote are meant as markers
+            return list(self.tokenizer(prompt)["input_ids"])
         vocab = len(self.tokenizer)
         if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab
                                                        for t in prompt):

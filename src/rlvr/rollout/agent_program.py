@@ -10,11 +10,15 @@ line, run without a shell) starts with ``OPENAI_BASE_URL`` (rlvr.rollout.agent_e
 
 never the reference (nor meta keys that may hold the answer: HIDDEN_META_KEYS). The program may call the endpoint
 any number of times and run tools of its own; it prints its final answer on stdout: plain text, or a JSON object
-``{"answer": "...", "reward": 0.5}``. A program that exits non-zero, outlives its deadline (killed with everything it
-started) or prints nothing has the empty answer, counted in ``agent/failed_frac`` / ``agent/timeout_frac``; stdout
-beyond the output cap is dropped (``agent/output_capped_frac``); what a program leaves running is killed when it
-exits. Nothing the model makes a program do stops the run; only a command failing in EVERY episode of a collection
-before a single call to the model (a broken command, not a verdict) is a UserError that shows its stderr.
+``{"answer": "..."}``. A reward of its own goes to the file named by ``RLVR_REWARD_FILE`` (a number, or
+``{"reward": 0.5}``), never stdout: stdout often carries the model's text, which must not be able to pay itself
+(a ``reward`` key on stdout is ignored). A program that exits non-zero, outlives its deadline or prints nothing has
+the empty answer, counted in ``agent/failed_frac`` / ``agent/timeout_frac``; stdout beyond the output cap is dropped
+(``agent/output_capped_frac``). Each program runs under a small supervisor that is the subreaper of everything the
+program starts (Linux ``PR_SET_CHILD_SUBREAPER``): when the program exits or its deadline passes, every process of
+its tree is killed, those that left its session (``setsid``, a double fork) included. Nothing the model makes a
+program do stops the run; only a command failing in EVERY episode of a collection before a single call to the model
+(a broken command, not a verdict) is a UserError that shows its stderr.
 
 The trained row of an episode (one row per episode, rows i*n .. i*n+n-1 answer tasks[i]) is built from the calls
 as the engine saw them, never from re-rendered text: when each call's prompt ids begin with the previous call's
@@ -25,9 +29,11 @@ rewrote its history), the row is the longest run of calls at the end of the epis
 earlier calls are context in the prompt as it was sent and are not trained (``agent/untrained_calls_mean``).
 An episode without any call has an empty response.
 
-Rewards: the task's verifier scores the answer as for any task. A reward the program returns is added (reward part
-``agent_reward``) only for tasks without a reference, where the verifier has nothing to check; for tasks with a
-reference it is logged (``agent/reward_mean``) and ignored, so a program cannot grade itself past the verifier.
+Rewards: the task's verifier scores the answer as for any task. A reward the program reports is added (reward part
+``agent_reward``) only where the verifier had nothing to check: the task has no reference and the verdict is the
+verifier's "bad_reference" error (rlvr.rollout.episodes.score_episodes). Wherever a verifier judged the answer (a
+reference, tests in meta, a reward model), it is logged (``agent/reward_mean``) and ignored, so a program cannot
+grade itself past the verifier.
 """
 
 from __future__ import annotations
@@ -37,8 +43,11 @@ import logging
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,7 +55,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.models import encode_prompt
-from rlvr.rollout.agent import EpisodeRun, episode_batch
+from rlvr.rollout.agent import AGENT_REWARD, EpisodeRun, episode_batch
 from rlvr.rollout.agent_endpoint import AgentEndpoint, Call, EndpointSettings
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams
 from rlvr.tasks import Task
@@ -62,6 +71,81 @@ class ProgramLimits:
     deadline_s: float = 120.0  # wall clock per program run
     output_bytes: int = 64 * 2**10  # stdout kept per program
     concurrent: int = 16  # programs running at once
+    kill_grace_s: float = 5.0  # after the deadline, how long the supervisor may take to kill the program's tree
+
+
+REWARD_FILE_ENV = "RLVR_REWARD_FILE"
+_REWARD_BYTES = 4096
+
+# The supervisor of one program (run as ``python -I -S -c SUPERVISOR ARGV...``, stdlib only so it starts in
+# milliseconds): the subreaper of the program's tree, it kills every process of it when the program exits or on
+# SIGTERM (the deadline), reaps them, and exits with the program's status. Processes that call setsid or double-fork
+# are reparented to it, not to init, so none escapes.
+SUPERVISOR = r"""
+import ctypes, os, signal, sys, time
+class Stop(Exception):
+    pass
+def stop(*_):
+    raise Stop
+signal.signal(signal.SIGTERM, stop)
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except (OSError, AttributeError):
+    pass
+argv = sys.argv[1:]
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        os.write(2, ("cannot run %r: %s\n" % (argv[0], exc)).encode())
+    os._exit(127)
+code = 143
+try:
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            code = 128 - code if code < 0 else code
+            break
+except (Stop, ChildProcessError):
+    pass
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def tree():
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    parents.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [os.getpid()]
+    while todo:
+        for pid in parents.get(todo.pop(), []):
+            out.append(pid)
+            todo.append(pid)
+    return out
+until = time.monotonic() + 10
+while time.monotonic() < until:
+    pids = tree() if os.path.isdir("/proc/self") else []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        if not pids:
+            break
+    if not pids:
+        break
+    time.sleep(0.005)
+os._exit(code)
+"""
 
 
 @dataclass
@@ -78,6 +162,8 @@ class _Program:
     status: str = "pending"  # pending, running, ok, failed, timeout
     answer: str = ""
     reward: float | None = None
+    reward_file: str = ""
+    stdout_reward: bool = False  # stdout held a "reward" key (ignored: REWARD_FILE_ENV is the reward's channel)
 
 
 def task_payload(task: Task, sample: int) -> dict[str, Any]:
@@ -86,9 +172,14 @@ def task_payload(task: Task, sample: int) -> dict[str, Any]:
     return {"id": task.id, "prompt": task.prompt, "meta": meta, "sample": sample}
 
 
+def _finite(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def parse_output(text: str) -> tuple[str, float | None]:
-    """(answer, reward or None) from a program's stdout: a JSON object with "answer" (and a finite numeric
-    "reward"), else the whole text stripped."""
+    """(answer, the "reward" stdout held or None) from a program's stdout: a JSON object with "answer", else the
+    whole text stripped. The reward is returned only to be reported as ignored: stdout is the model's channel too."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -96,10 +187,24 @@ def parse_output(text: str) -> tuple[str, float | None]:
         except ValueError:
             obj = None
         if isinstance(obj, dict) and "answer" in obj:
-            reward = obj.get("reward")
-            ok = isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)
-            return str(obj["answer"]), float(reward) if ok else None
+            return str(obj["answer"]), _finite(obj.get("reward"))
     return text, None
+
+
+def read_reward(path: str) -> float | None:
+    """The reward a program wrote to its REWARD_FILE_ENV file: a finite number, or {"reward": number}."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_REWARD_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > _REWARD_BYTES:
+        return None
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return _finite(value.get("reward") if isinstance(value, dict) else value)
 
 
 def _drain(stream, into: bytearray, cap: int, program: _Program | None = None) -> None:
@@ -124,9 +229,17 @@ def _feed(stream, data: bytes) -> None:
         pass
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """End the supervisor, which kills the program's whole tree first (SUPERVISOR); its process group is killed
+    too, in case the supervisor itself cannot finish within ``grace_s``."""
+    if process.poll() is None:
+        try:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=grace_s)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # the program and everything it started
+        os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
@@ -135,17 +248,31 @@ def _kill(process: subprocess.Popen) -> None:
         pass
 
 
-def program_env(base_url: str, key: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+def program_env(base_url: str, key: str, reward_file: str = "") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_") and k != REWARD_FILE_ENV}
     no_proxy = ",".join(x for x in (env.get("NO_PROXY") or env.get("no_proxy"), "127.0.0.1", "localhost") if x)
     env.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY=key, NO_PROXY=no_proxy, no_proxy=no_proxy)
+    if reward_file:
+        env[REWARD_FILE_ENV] = reward_file
     return env
 
 
+def _supervised(argv: list[str]) -> list[str]:
+    """``argv`` under SUPERVISOR where /proc can list the program's tree (Linux); elsewhere as it is (its process
+    group is killed)."""
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc/self") or not sys.executable:
+        return argv
+    return [sys.executable, "-I", "-S", "-c", SUPERVISOR, *argv]
+
+
 def _start(program: _Program, argv: list[str], base_url: str, limits: ProgramLimits, sample: int) -> None:
+    if shutil.which(argv[0]) is None:  # the supervisor would start; say here that the program cannot
+        raise UserError(f"rollout.agent_command={shlex.join(argv)!r} could not start: no program {argv[0]!r} "
+                        "(not a path to an executable file, nor found on PATH)")
     try:
-        program.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           env=program_env(base_url, program.key), start_new_session=True)
+        program.process = subprocess.Popen(_supervised(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, start_new_session=True,
+                                           env=program_env(base_url, program.key, program.reward_file))
     except OSError as exc:
         raise UserError(f"rollout.agent_command={shlex.join(argv)!r} could not start: {exc}") from None
     program.started, program.status = time.monotonic(), "running"
@@ -162,9 +289,9 @@ def _start(program: _Program, argv: list[str], base_url: str, limits: ProgramLim
 _LOGGED: set[str] = set()
 
 
-def _finish(program: _Program, timed_out: bool) -> None:
+def _finish(program: _Program, timed_out: bool, grace_s: float = 5.0) -> None:
     p = program.process
-    _kill(p)  # at its deadline; or, once it exited, whatever it left running (and holding its pipes)
+    _kill(p, grace_s)  # at its deadline; or, once it exited, whatever it left running (and holding its pipes)
     for t in program.readers:
         t.join(timeout=5)
     code = p.returncode
@@ -174,7 +301,9 @@ def _finish(program: _Program, timed_out: bool) -> None:
         program.status = "failed"
     else:
         program.status = "ok"
-        program.answer, program.reward = parse_output(program.stdout.decode("utf-8", errors="replace"))
+        program.answer, on_stdout = parse_output(program.stdout.decode("utf-8", errors="replace"))
+        program.stdout_reward = on_stdout is not None
+        program.reward = read_reward(program.reward_file) if program.reward_file else None
     if program.status != "ok" and program.status not in _LOGGED:
         _LOGGED.add(program.status)
         tail = program.stderr.decode("utf-8", errors="replace").strip()[-800:]
@@ -197,11 +326,11 @@ def run_programs(endpoint: AgentEndpoint, programs: list[_Program], argv: list[s
             now = time.monotonic()
             for program in list(running):
                 if program.process.poll() is not None or now - program.started > limits.deadline_s:
-                    _finish(program, timed_out=program.process.poll() is None)
+                    _finish(program, timed_out=program.process.poll() is None, grace_s=limits.kill_grace_s)
                     running.remove(program)
     finally:
         for program in running:
-            _kill(program.process)
+            _kill(program.process, limits.kill_grace_s)
 
 
 Row = tuple[list[int], list[int], list[int], list[float], list[float], int]
@@ -256,12 +385,18 @@ def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], param
                                 episode_tokens=params.max_new_tokens, max_prompt_tokens=policy.max_tokens,
                                 template_kwargs=dict(policy.chat_template_kwargs))
     endpoint = AgentEndpoint(engine, tokenizer, settings)
+    rewards_dir = tempfile.mkdtemp(prefix="rlvr-agent-rewards-")  # mode 0700: this user's programs only
     try:
-        programs = [_Program(i, task, endpoint.open_episode()) for i, task in
-                    enumerate(t for t in tasks for _ in range(params.n))]
+        programs = [_Program(i, task, endpoint.open_episode(), reward_file=os.path.join(rewards_dir, f"{i}.json"))
+                    for i, task in enumerate(t for t in tasks for _ in range(params.n))]
         run_programs(endpoint, programs, argv, limits, params.n)
     finally:
         endpoint.close()
+        shutil.rmtree(rewards_dir, ignore_errors=True)
+    if any(p.stdout_reward for p in programs) and "stdout_reward" not in _LOGGED:
+        _LOGGED.add("stdout_reward")
+        log.warning("the agent program printed a \"reward\" on stdout; it is ignored (stdout carries the model's "
+                    "text): write the reward to the file named by $%s", REWARD_FILE_ENV)
     if all(p.status == "failed" and not endpoint.calls[p.key] for p in programs):
         tail = programs[0].stderr.decode("utf-8", errors="replace").strip()[-1500:]
         raise UserError(f"rollout.agent_command={policy.agent_command!r} failed in every episode before calling the "
@@ -276,8 +411,8 @@ def run_agent_program(engine: RolloutEngine, tokenizer, tasks: list[Task], param
         rows.append(stitch(own_prompt, calls))
         truncated.append(bool(calls) and calls[-1].finish_reason == "length")
         has_entropy = has_entropy and all(c.entropy is not None for c in calls)
-        no_reference = program.task.reference is None
-        parts.append({"agent_reward": program.reward} if program.reward is not None and no_reference else {})
+        no_reference = program.task.reference is None  # score_episodes keeps it only where nothing was judged
+        parts.append({AGENT_REWARD: program.reward} if program.reward is not None and no_reference else {})
         stats.append({"turns": len(calls), "tool_calls": 0, "tool_errors": 0, "malformed_calls": 0,
                       "truncated": int(truncated[-1]), "env_errors": int(program.status != "ok")})
         transcripts.append(_transcript(calls))

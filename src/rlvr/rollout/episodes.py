@@ -23,10 +23,11 @@ import torch
 
 from rlvr.envs import SINGLE_TURN
 from rlvr.models import encode_multimodal, encode_prompt, processor_of
-from rlvr.rollout.agent import EpisodeRun, run_episodes
+from rlvr.rollout.agent import AGENT_REWARD, EpisodeRun, run_episodes
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, concat_batches, select_rows
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
+from rlvr.verifiers.base import Status
 from rlvr.verifiers.compose import RewardSpec, Term, compose
 from rlvr.verifiers.reasoning import answer_part
 
@@ -240,12 +241,21 @@ def score_episodes(run: EpisodeRun, tasks: list[Task], params: SamplingParams, s
     names = sorted({name for parts in run.parts for name in parts})
     for name in names:
         values = [parts.get(name, 0.0) for parts in run.parts]
+        if name == AGENT_REWARD:  # a program's own reward, only where the verifier had nothing to check
+            values = [v if unjudged(task, verdict) else 0.0
+                      for v, task, verdict in zip(values, samples.tasks, samples.verdicts)]
         samples.components[f"env/{name}"] = values
         samples.rewards = [r + v for r, v in zip(samples.rewards, values)]
     samples.episodes = run.stats
     samples.transcripts = run.transcripts
     samples.metrics.update(episode_metrics(run.stats))
     return samples
+
+
+def unjudged(task: Task, verdict: Verdict) -> bool:
+    """The verifier had nothing to check: no reference, and the verdict is its "bad_reference" error (a verifier
+    that judged from meta, tests or a model gives a verdict of its own)."""
+    return task.reference is None and verdict.status == Status.ERROR and verdict.reason == "bad_reference"
 
 
 def episode_metrics(stats: list[dict[str, int]]) -> dict[str, float]:

@@ -9,7 +9,8 @@ the other ``n - n_prefix`` = 7 rows are sampled. The group size COUNTS the exper
 expert). The trace is cut at ``rollout.max_new_tokens`` tokens, as the released code cuts it at the response length.
 
 An expert row is tokenised as the policy would have answered: the prompt is the group's (already rendered with the
-chat template's generation prompt), the response is the tokenizer's ids of the trace plus EOS. Its ``logprobs`` are 0
+chat template's generation prompt), the response is the tokenizer's ids of the trace plus EOS (the trace tokenized as
+plain text: a trace that spells ``</s>`` or ``<|im_end|>`` holds those characters, never an EOS mid-row). Its ``logprobs`` are 0
 (the engine did not sample it: the learner takes the old policy's log-probs from the trainer), its ``row_kind`` is
 ``expert`` and it keeps its group's id. It is scored by the run's scoring like every sampled row; a trace whose
 verifier score is not 1 is dropped (the group then keeps all its sampled rows) and counted.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.errors import UserError
+from rlvr.models import encode_text
 from rlvr.rollout import stage_hints  # noqa: F401  (registered first: stages run in registration order)
 from rlvr.rollout.base import RolloutBatch, select_rows
 from rlvr.rollout.episodes import ScoredSamples, score_samples
@@ -42,8 +44,10 @@ def expert_trace(task: Task, field: str, fallback: str) -> str | None:
 
 
 def trace_ids(tokenizer, trace: str, max_tokens: int) -> tuple[list[int], bool]:
-    """(response ids, truncated): the trace's token ids (no special tokens) then EOS, cut at ``max_tokens``."""
-    ids = list(tokenizer(trace, add_special_tokens=False)["input_ids"])
+    """(response ids, truncated): the trace's token ids then EOS, cut at ``max_tokens``. The trace is data: text in
+    it that spells EOS or a template marker is plain text (rlvr.models.encode_text), so the row's only EOS is the
+    one that ends it."""
+    ids = encode_text(tokenizer, trace)
     if tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
     return ids[:max_tokens], len(ids) > max_tokens
