@@ -4,8 +4,6 @@ linearly with the number of steps (the per-prefix way runs steps x prefix tokens
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -15,7 +13,8 @@ from rlvr.models.tiny import char_tokenizer
 from rlvr.rewards import process
 from rlvr.rewards.process import compute_process
 from rlvr.tasks import Task
-from rlvr.tasks.steps import BAD, GOOD, labelling_prompt
+from rlvr.tasks.steps import labelling_prompt
+from test_prm_training import batch_of, labeller_scores  # the per-prefix reference: a full forward per step
 
 CHAR = char_tokenizer()
 
@@ -32,28 +31,6 @@ def labeller(tmp_path_factory):
     config = AutoModelForCausalLM.from_pretrained(folder).config
     assert "ForCausalLM" in config.architectures[0]
     return folder
-
-
-def batch_of(texts):
-    rows = [CHAR(t, add_special_tokens=False)["input_ids"] + [CHAR.eos_token_id] for t in texts]
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), CHAR.pad_token_id)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), 1
-    return SimpleNamespace(response_ids=ids, response_mask=mask)
-
-
-def per_prefix_scores(model, problem, lines):
-    """The reference: a full unpadded forward over the growing prefix for every step, greedy labels fed back."""
-    good, bad = (CHAR(x, add_special_tokens=False)["input_ids"][0] for x in (GOOD, BAD))
-    ids, scores = list(CHAR(labelling_prompt(problem, lines))["input_ids"]), []
-    for _ in lines:
-        with torch.no_grad():
-            pair = model(input_ids=torch.tensor([ids])).logits[0, -1, [good, bad]].softmax(-1)
-        scores.append(float(pair[0] - pair[1]))
-        ids.append(good if pair[0] >= pair[1] else bad)
-    return scores
 
 
 class Counting(torch.nn.Module):
@@ -91,7 +68,7 @@ def test_cached_labels_equal_the_per_prefix_scores(labeller, monkeypatch, counts
     prompt_lens = []
     for i, text in enumerate(texts):
         lines = text.split("\n")
-        expected = per_prefix_scores(model, tasks[i].prompt, lines)
+        expected = labeller_scores(labeller, tasks[i].prompt, lines)
         assert pr.values[i][pr.step_end[i]].tolist() == pytest.approx(expected, abs=1e-5)
         prompt_lens.append(len(CHAR(labelling_prompt(tasks[i].prompt, lines))["input_ids"]))
     longest = max(counts)
