@@ -1,0 +1,157 @@
+"""A trainer state is data, never code: ``--resume`` unpickles only tensors and plain data, refuses a state that
+disagrees with its folder, and every malformed state file is one line naming it (no traceback)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rlvr.errors import UserError
+from rlvr.train.checkpoint import STATE_FILE, load_trainer_state
+
+from conftest import one_digit_rl_config
+
+MARKER = "rlvr-tampered-state-ran"
+
+
+class RunsCode:
+    """Unpickling this runs ``os.system``: what a tampered state file would hold."""
+
+    def __init__(self, target: Path):
+        self.target = target
+
+    def __reduce__(self):
+        return (os.system, (f"echo {MARKER} > {self.target}",))
+
+
+@pytest.fixture(scope="module")
+def run(tiny_model_dir, tmp_path_factory):
+    """A finished 2-step run with checkpoint-1 and checkpoint-2, and its config file."""
+    root = tmp_path_factory.mktemp("trust")
+    cfg = one_digit_rl_config(tiny_model_dir, root / "run", steps=2, save_every=1)
+    cfg["data"]["prompts_per_step"], cfg["rollout"]["group_size"] = 2, 2
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    assert cli(["train", str(config)]).returncode == 0
+    return root / "run", config
+
+
+def cli(argv, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=600)
+
+
+def good_state(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoint-2" / STATE_FILE, weights_only=False)
+
+
+def copy_run(run_dir: Path, dest: Path) -> Path:
+    shutil.copytree(run_dir, dest)
+    return dest
+
+
+# (name, how the state file of checkpoint-2 is spoilt, what the one-line error says)
+def _code(path: Path, state: dict) -> None:
+    torch.save({**state, "sampler": RunsCode(path.parent.parent / "ran.txt")}, path)
+
+
+def _step_zero(path: Path, state: dict) -> None:
+    torch.save({**state, "step": 0}, path)
+
+
+def _step_other(path: Path, state: dict) -> None:
+    torch.save({**state, "step": 7}, path)
+
+
+def _step_text(path: Path, state: dict) -> None:
+    torch.save({**state, "step": "2"}, path)
+
+
+def _missing(key):
+    def spoil(path: Path, state: dict) -> None:
+        torch.save({k: v for k, v in state.items() if k != key}, path)
+    return spoil
+
+
+def _not_a_dict(path: Path, state: dict) -> None:
+    torch.save([1, 2, 3], path)
+
+
+def _raw_pickle(path: Path, state: dict) -> None:
+    path.write_bytes(pickle.dumps(RunsCode(path.parent.parent / "ran.txt")))
+
+
+def _truncated(path: Path, state: dict) -> None:
+    path.write_bytes(path.read_bytes()[:200])
+
+
+def _garbage(path: Path, state: dict) -> None:
+    path.write_bytes(bytes(range(256)) * 8)
+
+
+def _empty(path: Path, state: dict) -> None:
+    path.write_bytes(b"")
+
+
+def _json_text(path: Path, state: dict) -> None:
+    path.write_text('{"step": 2, "optimizer": {}')
+
+
+SPOILT = [
+    ("code in a pickled object", _code, r"not a readable trainer state"),
+    ("a raw pickle that runs code", _raw_pickle, r"not a readable trainer state"),
+    ("step 0 in checkpoint-2", _step_zero, r"says step 0, which disagrees with its folder checkpoint-2"),
+    ("step 7 in checkpoint-2", _step_other, r"says step 7, which disagrees with its folder checkpoint-2"),
+    ("the step as text", _step_text, r"says step '2'"),
+    ("no optimizer", _missing("optimizer"), r"lacks optimizer"),
+    ("no rng", _missing("rng"), r"lacks rng"),
+    ("no step", _missing("step"), r"lacks step"),
+    ("a list", _not_a_dict, r"expected a dict, got list"),
+    ("truncated", _truncated, r"not a readable trainer state"),
+    ("binary garbage", _garbage, r"not a readable trainer state"),
+    ("empty", _empty, r"not a readable trainer state"),
+    ("JSON text", _json_text, r"not a readable trainer state"),
+]
+
+
+def test_a_saved_state_loads_as_plain_data(run):
+    run_dir, _ = run
+    state = load_trainer_state(run_dir / "checkpoint-2")
+    assert state["step"] == 2 and {"optimizer", "scheduler", "sampler", "rng"} <= set(state)
+
+
+@pytest.mark.parametrize("name, spoil, message", SPOILT, ids=[s[0] for s in SPOILT])
+def test_a_spoilt_state_is_refused_naming_its_file(run, tmp_path, name, spoil, message):
+    run_dir = copy_run(run[0], tmp_path / "run")
+    path = run_dir / "checkpoint-2" / STATE_FILE
+    spoil(path, good_state(run[0]))
+    with pytest.raises(UserError, match=message) as caught:
+        load_trainer_state(run_dir / "checkpoint-2")
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "run" / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("name, spoil, message", [SPOILT[0], SPOILT[2]], ids=["code", "step zero"])
+def test_resume_from_a_spoilt_state_is_one_line_and_changes_nothing(run, tmp_path, name, spoil, message):
+    run_dir = copy_run(run[0], tmp_path / "run")
+    config = tmp_path / "config.yaml"
+    config.write_text(run[1].read_text().replace(str(run[0]), str(run_dir)))
+    path = run_dir / "checkpoint-2" / STATE_FILE
+    spoil(path, good_state(run[0]))
+    metrics = (run_dir / "metrics.jsonl").read_text()
+    done = cli(["train", str(config), "--resume", "train.steps=3"])
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and str(path) in errors[0], done.stderr
+    assert (run_dir / "metrics.jsonl").read_text() == metrics  # no logged step rewritten
+    assert not (run_dir / "ran.txt").exists() and not (run_dir / "checkpoint-3").exists()
