@@ -87,6 +87,8 @@ def iter_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
                 raise DataError(f"{loc}: invalid JSON: {exc.msg} (column {exc.colno})") from None
             except RecursionError:
                 raise DataError(f"{loc}: invalid JSON: nested too deeply") from None
+            except ValueError as exc:  # e.g. an integer past Python's digit limit
+                raise DataError(f"{loc}: invalid JSON: {exc}") from None
             if not isinstance(row, dict):
                 raise DataError(f"{loc}: expected a JSON object, got {_kind(row)}")
             yield lineno, row
