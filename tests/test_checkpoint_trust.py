@@ -123,6 +123,29 @@ SPOILT = [
 ]
 
 
+# (file of checkpoint-2 and what it becomes): the folder's other files, damaged, are named before any model loads
+DAMAGED_FILES = [
+    ("config.json", b'{"model_type": "lla'),
+    ("config.json", b""),
+    ("config.json", b"\xff\xfe\x00\x01"),
+    ("tokenizer.json", b"[" * 100_000),
+    ("tokenizer_config.json", b'{"a": 1' + b"0" * 5000 + b"}"),
+    ("model.safetensors", b"garbage" * 10),
+    ("model.safetensors", b""),
+]
+
+
+@pytest.mark.parametrize("name, content", DAMAGED_FILES)
+def test_a_damaged_checkpoint_file_is_named(run, tmp_path, name, content):
+    run_dir = copy_run(run[0], tmp_path / "run")
+    path = run_dir / "checkpoint-2" / name
+    assert path.is_file()
+    path.write_bytes(content)
+    with pytest.raises(UserError, match="the checkpoint folder is damaged") as caught:
+        load_trainer_state(run_dir / "checkpoint-2")
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
 def test_a_saved_state_loads_as_plain_data(run):
     run_dir, _ = run
     state = load_trainer_state(run_dir / "checkpoint-2")

@@ -171,4 +171,30 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
         where = f"its folder {Path(checkpoint).name}" if match else "a checkpoint step"
         raise UserError(f"{path}: trainer state says step {step!r}, which disagrees with {where}; refusing to resume "
                         "from it (the logged steps after it would be rewritten)")
+    check_folder_files(Path(checkpoint))
     return state
+
+
+def check_folder_files(folder: Path) -> None:
+    """A UserError naming the first JSON file (config, tokenizer, generation config) that does not parse or
+    safetensors file whose header does not, in a checkpoint folder and the second models' folders inside it: read
+    before any model loads, so a damaged checkpoint is one line instead of a loader's traceback."""
+    import json
+
+    from rlvr.errors import UserError
+
+    for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/*.json")):
+        try:
+            json.loads(path.read_bytes().decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise UserError(f"{path}: not valid JSON ({type(exc).__name__}: {str(exc)[:120]}); the checkpoint "
+                            "folder is damaged") from None
+    for path in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*/*.safetensors")):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as opened:
+                opened.keys()
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type for a damaged header
+            raise UserError(f"{path}: not a readable safetensors file ({str(exc)[:120]}); the checkpoint folder is "
+                            "damaged") from None
