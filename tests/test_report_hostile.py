@@ -128,6 +128,19 @@ MALFORMED = [
 ]
 
 
+def test_a_fifo_among_the_eval_files_is_named_not_read(tmp_path, capsys):
+    import os
+
+    run = tmp_path / "run"
+    write_lines(run / "metrics.jsonl", [json.dumps({"step": 1, "loss": 0.5})])
+    write_lines(run / "eval" / "s.images.jsonl", [json.dumps({"task_id": "t", "png_base64": tiny_png()})])
+    (run / "eval" / "s.json").write_text(json.dumps({"pass@1": {"value": 0.5}}))
+    os.mkfifo(run / "eval" / "b.tasks.jsonl")
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "b.tasks.jsonl: not a regular file" in err
+
+
 @pytest.mark.parametrize("name, content, names", MALFORMED)
 def test_a_malformed_file_is_one_line_naming_it(tmp_path, capsys, name, content, names):
     run = tmp_path / "run"

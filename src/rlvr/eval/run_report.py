@@ -81,6 +81,8 @@ def _loads(text: str, where: str) -> Any:
 
 
 def _read_text(path: Path) -> str:
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise UserError(f"{path}: not a regular file")
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
