@@ -88,24 +88,28 @@ _NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pi
                 (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+class ImageRefused(ValueError):
+    """An image refused before decoding: not a regular file, or over a size limit."""
+
+
 def _not_regular(mode: int) -> str:
     return next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
 
 
 def image_file_bytes(path: str | Path) -> bytes:
-    """The bytes of an image file; a ValueError when it is not a regular file (a FIFO would block the reader
+    """The bytes of an image file; an ImageRefused error when it is not a regular file (a FIFO would block the reader
     forever, a device never ends) or is larger than ``MAX_IMAGE_BYTES``. Checked with stat before opening, and
     opened without blocking, so a file swapped for a FIFO in between cannot hang the caller either."""
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise ValueError(f"is {_not_regular(mode)}, expected a regular image file")
+        raise ImageRefused(f"is {_not_regular(mode)}, expected a regular image file")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"is {_not_regular(info.st_mode)}, expected a regular image file")
+            raise ImageRefused(f"is {_not_regular(info.st_mode)}, expected a regular image file")
         if info.st_size > MAX_IMAGE_BYTES:
-            raise ValueError(f"is {info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image file")
+            raise ImageRefused(f"is {info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image file")
         with os.fdopen(fd, "rb", closefd=True) as fh:
             fd = -1
             return fh.read(MAX_IMAGE_BYTES + 1)
@@ -120,15 +124,15 @@ def decode_image(data: bytes):
     from PIL import Image
 
     if len(data) > MAX_IMAGE_BYTES:
-        raise ValueError(f"is {len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image")
+        raise ImageRefused(f"is {len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image")
     try:
         opened = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as error:  # PIL's own, far larger, limit: the header said even more
-        raise ValueError(f"decodes to more pixels than the limit of {MAX_IMAGE_PIXELS} ({error})") from None
+        raise ImageRefused(f"decodes to more pixels than the limit of {MAX_IMAGE_PIXELS} ({error})") from None
     with opened:
         width, height = opened.size
         if width * height > MAX_IMAGE_PIXELS:
-            raise ValueError(f"decodes to {width}x{height} pixels, over the limit of {MAX_IMAGE_PIXELS} "
+            raise ImageRefused(f"decodes to {width}x{height} pixels, over the limit of {MAX_IMAGE_PIXELS} "
                              "(rlvr.models.multimodal.MAX_IMAGE_PIXELS)")
         opened.load()
         return opened.convert("RGB")
@@ -137,18 +141,24 @@ def decode_image(data: bytes):
 def image_problem(image) -> str | None:
     """Why an image (a file path or encoded bytes) cannot be used, or None: missing, not a regular file, too large
     (file or decoded pixels), or not decodable in full."""
-    label = f"{len(image)} bytes" if isinstance(image, (bytes, bytearray)) else str(image)
     try:
-        decode_image(bytes(image) if isinstance(image, (bytes, bytearray)) else image_file_bytes(image))
-    except FileNotFoundError:
-        return f"{label} does not exist"
-    except ValueError as error:
-        if str(error).startswith(("is ", "decodes to ")):
-            return f"{label} {error}"
-        return f"{label} is not a readable image ({type(error).__name__}: {error})"
-    except Exception as error:  # noqa: BLE001 - PIL raises many kinds for a broken image; all mean unreadable
-        return f"{label} is not a readable image ({type(error).__name__}: {error})"
+        _decoded(image)
+    except Exception as error:  # noqa: BLE001 - PIL raises many kinds for a broken image; all mean unusable
+        return _why(image, error)
     return None
+
+
+def _decoded(image):
+    return decode_image(bytes(image) if isinstance(image, (bytes, bytearray)) else image_file_bytes(image))
+
+
+def _why(image, error: Exception) -> str:
+    label = f"{len(image)} bytes" if isinstance(image, (bytes, bytearray)) else str(image)
+    if isinstance(error, FileNotFoundError):
+        return f"{label} does not exist"
+    if isinstance(error, ImageRefused):
+        return f"{label} {error}"
+    return f"{label} is not a readable image ({type(error).__name__}: {error})"
 
 
 def open_image(image, *, where: str = ""):
@@ -160,9 +170,9 @@ def open_image(image, *, where: str = ""):
         return image.convert("RGB")
     prefix = f"{where}: " if where else ""
     try:
-        return decode_image(bytes(image) if isinstance(image, (bytes, bytearray)) else image_file_bytes(image))
-    except Exception:  # noqa: BLE001 - the reason is image_problem's
-        raise UserError(f"{prefix}image {image_problem(image) or f'{image} is not a readable image'}") from None
+        return _decoded(image)
+    except Exception as error:  # noqa: BLE001 - PIL raises many kinds for a broken image; all mean unusable
+        raise UserError(f"{prefix}image {_why(image, error)}") from None
 
 
 def merge_image_inputs(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
