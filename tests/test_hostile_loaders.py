@@ -195,6 +195,9 @@ MISMATCHED = [
      r"holds the image placeholder text '<start_of_image>'"),
     (chat({"type": "text", "text": "see <|image|>"}), 0, r"holds the image placeholder text '<\|image\|>'"),
     (chat(IMAGE, TEXT), 0, r"shows 1 image\(s\) but field 'images' has 0"),
+    # a chat prompt without image parts gets one per image, so placeholder text in it is one image too many
+    (chat({"type": "text", "text": "<image> how many?"}), 1, r"shows 2 image\(s\) but field 'images' has 1"),
+    ([{"role": "user", "content": "<|image_pad|>?"}], 2, r"shows 3 image\(s\) but field 'images' has 2"),
 ]
 
 

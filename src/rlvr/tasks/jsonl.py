@@ -190,8 +190,10 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     if written and not images:
         raise drop(prompt_field, f"holds the image placeholder text {written[0]!r} but the row has no images (a "
                                  "vision-language model's processor would read it as an image that is not there)")
-    if shown + len(written) and shown + len(written) != len(images):
-        raise drop(prompt_field, f"shows {shown + len(written)} image(s) but field 'images' has {len(images)}")
+    # chat messages without image parts get one part per image (rlvr.models.prompts), beside any placeholder text
+    placed = len(written) + (shown or (0 if isinstance(prompt, str) else len(images)))
+    if (shown or written) and placed != len(images):
+        raise drop(prompt_field, f"shows {placed} image(s) but field 'images' has {len(images)}")
 
     known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options",
              "images"}
