@@ -3,6 +3,7 @@ disagrees with its folder, and every malformed state file is one line naming it 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import shutil
@@ -14,7 +15,9 @@ import pytest
 import torch
 import yaml
 
+from rlvr.cli import main as cli_main
 from rlvr.errors import UserError
+from rlvr.train.collector import Collector
 from rlvr.train.checkpoint import STATE_FILE, load_trainer_state
 
 from conftest import one_digit_rl_config
@@ -144,6 +147,49 @@ def test_a_damaged_checkpoint_file_is_named(run, tmp_path, name, content):
     with pytest.raises(UserError, match="the checkpoint folder is damaged") as caught:
         load_trainer_state(run_dir / "checkpoint-2")
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_batches_under_way_load_as_rlvr_data_classes(run, tmp_path):
+    """An asynchronous or streaming run checkpoints its batches under way (rlvr dataclasses and enums): they load."""
+    from rlvr.rollout.base import RolloutBatch
+    from rlvr.tasks.base import Task
+    from rlvr.verifiers.base import Status
+
+    run_dir = copy_run(run[0], tmp_path / "run")
+    required = [f.name for f in dataclasses.fields(RolloutBatch)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    batch = RolloutBatch(**{name: torch.zeros(2, 3) for name in required})
+    pending = (3, ([batch], [Task(prompt="1+1=", reference="2", id="t")], [Status.CORRECT]))
+    torch.save({**good_state(run[0]), "collector": {"pending": pending}}, run_dir / "checkpoint-2" / STATE_FILE)
+    state = load_trainer_state(run_dir / "checkpoint-2")
+    step, (batches, tasks, statuses) = state["collector"]["pending"]
+    assert step == 3 and isinstance(batches[0], RolloutBatch) and tasks[0].id == "t" and statuses == [Status.CORRECT]
+
+
+class Plain:
+    """Not a dataclass: rebuilding it could run its code, so the unpickler refuses it."""
+
+
+# rlvr names that are not plain data: a function, a class that is not a dataclass, a function called with arguments
+OTHER_GLOBALS = [
+    ("a function of rlvr", lambda p: (cli_main, ("--help",))),
+    ("a class that is not data", lambda p: (Collector, ())),
+    ("a builtin", lambda p: (eval, ("1",))),
+    ("a class of the test", lambda p: (Plain, ())),
+]
+
+
+@pytest.mark.parametrize("name, call", OTHER_GLOBALS, ids=[o[0] for o in OTHER_GLOBALS])
+def test_globals_other_than_rlvr_data_classes_are_refused(run, tmp_path, name, call):
+    class Calls:
+        def __reduce__(self):
+            return call(tmp_path)
+
+    run_dir = copy_run(run[0], tmp_path / "run")
+    path = run_dir / "checkpoint-2" / STATE_FILE
+    torch.save({**good_state(run[0]), "collector": {"pending": Calls()}}, path)
+    with pytest.raises(UserError, match="not a readable trainer state"):
+        load_trainer_state(run_dir / "checkpoint-2")
 
 
 def test_a_saved_state_loads_as_plain_data(run):

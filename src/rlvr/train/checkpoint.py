@@ -143,6 +143,34 @@ def _numpy_globals() -> list[Any]:
     return [np.ndarray, np.dtype, _reconstruct, type(np.dtype(np.uint32))]
 
 
+def _own_data_classes(path: Path) -> list[type]:
+    """The classes ``path`` names that are rlvr's own dataclasses or enums (the batches and groups an asynchronous
+    or streaming run checkpoints under way): plain data by construction, so rebuilding them runs no code of the
+    file's choosing. Anything else the file names stays refused by the unpickler."""
+    import dataclasses
+    import enum
+    import importlib
+
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001 - an unreadable file: torch.load says why
+        return []
+    allowed = []
+    for name in names:
+        module, _, qualname = name.rpartition(".")
+        if module != "rlvr" and not module.startswith("rlvr."):
+            continue
+        try:
+            found: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
+            allowed.append(found)
+    return allowed
+
+
 def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
     """The trainer state of ``checkpoint``, unpickled as tensors and plain data only (``weights_only``) and checked
     against its folder: the step in it is the folder's (checkpoint-STEP) and the keys every state has are there. A
@@ -151,7 +179,7 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
 
     path = Path(checkpoint) / STATE_FILE
     try:
-        with torch.serialization.safe_globals(_numpy_globals()):
+        with torch.serialization.safe_globals(_numpy_globals() + _own_data_classes(path)):
             state = torch.load(path, weights_only=True, map_location="cpu")
     except FileNotFoundError:
         raise UserError(f"{path}: not found (a checkpoint folder holds the trainer state beside the weights)") from None
