@@ -290,14 +290,19 @@ def test_jsonl_images_relative_to_the_file(tmp_path):
     ([3], r"data.jsonl:2: field 'images': image at index 0: got a number"),
     (["."], r"data.jsonl:2: field 'images': image at index 0: .* is a directory"),
 ])
-def test_jsonl_bad_image_is_one_line_naming_file_and_line(tmp_path, images, message):
+def test_jsonl_bad_image_drops_its_row_naming_file_and_line(tmp_path, images, message):
     (tmp_path / "a.png").write_bytes(png(0))
     (tmp_path / "broken.png").write_bytes(b"\x89PNG but not really")
     rows = [{"prompt": "ok", "reference": "1", "images": ["a.png"]},
             {"prompt": "x", "reference": "1", "images": images}]
-    with pytest.raises(DataError, match=message) as error:
-        load_jsonl(_write_jsonl(tmp_path / "data.jsonl", rows))
-    assert "\n" not in str(error.value)
+    with pytest.warns(UserWarning, match=message) as caught:
+        tasks = load_jsonl(_write_jsonl(tmp_path / "data.jsonl", rows))
+    assert [t.prompt for t in tasks] == ["ok"]
+    assert all("\n" not in str(w.message) for w in caught)
+    assert any("dropped 1 of 2 rows" in str(w.message) for w in caught)
+    with pytest.raises(DataError, match="all 1 rows dropped for their images; the first: .*" +
+                       message.replace("data.jsonl:2", "only.jsonl:1")):
+        load_jsonl(_write_jsonl(tmp_path / "only.jsonl", rows[1:]))
 
 
 def test_jsonl_image_parts_must_match_the_images(tmp_path):

@@ -169,12 +169,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rlvr.tasks.jsonl import read_rows, write_jsonl
+    from rlvr.tasks.jsonl import iter_objects, write_jsonl
     from rlvr.verifiers import ScoreRequest, score_batch
     from rlvr.verifiers.registry import get_verifier
 
     get_verifier(args.verifier)
-    rows = read_rows(args.input, required=("response", "reference"))
+    rows = [_verify_row(f"{args.input}:{n}", row) for n, row in iter_objects(args.input)]
+    if not rows:
+        raise UserError(f"{args.input}: no rows (the file is empty or has only blank lines)")
     verdicts = score_batch([ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"], r.get("verifier_options") or {}) for r in rows])
     out_rows = [
         {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted,
@@ -188,6 +190,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print(" ".join(f"{status}={n} ({100 * n / total:.1f}%)" for status, n in sorted(counts.items())))
     print(f"mean score: {sum(v.score for v in verdicts) / total:.4f} over {total} rows")
     return 0
+
+
+def _verify_row(where: str, row: dict) -> dict:
+    """A row of `rlvr verify`'s input, or a UserError naming its file:line and field."""
+    for name in ("response", "reference"):
+        if name not in row:
+            raise UserError(f"{where}: field '{name}': missing")
+    if row.get("verifier") is not None and not isinstance(row["verifier"], str):
+        raise UserError(f"{where}: field 'verifier': expected a verifier name, got {type(row['verifier']).__name__}")
+    if row.get("verifier_options") is not None and not isinstance(row["verifier_options"], dict):
+        raise UserError(f"{where}: field 'verifier_options': expected an object, got "
+                        f"{type(row['verifier_options']).__name__}")
+    return row
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

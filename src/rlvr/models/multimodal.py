@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -77,23 +79,100 @@ def load_processor(folder: str | Path, model_type: str):
     return fallback.from_pretrained(folder)
 
 
+# Limits of one image, checked before it is decoded: a small file can decode to gigabytes (a decompression bomb), and
+# its header states the size it decodes to. 8K UHD (7680 x 4320, about 100 MB as RGB) is the largest accepted.
+MAX_IMAGE_PIXELS = 7680 * 4320
+MAX_IMAGE_BYTES = 64 * 1024 * 1024  # of an encoded image file or bytes
+
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class ImageRefused(ValueError):
+    """An image refused before decoding: not a regular file, or over a size limit."""
+
+
+def _not_regular(mode: int) -> str:
+    return next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
+
+
+def image_file_bytes(path: str | Path) -> bytes:
+    """The bytes of an image file; an ImageRefused error when it is not a regular file (a FIFO would block the reader
+    forever, a device never ends) or is larger than ``MAX_IMAGE_BYTES``. Checked with stat before opening, and
+    opened without blocking, so a file swapped for a FIFO in between cannot hang the caller either."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise ImageRefused(f"is {_not_regular(mode)}, expected a regular image file")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ImageRefused(f"is {_not_regular(info.st_mode)}, expected a regular image file")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise ImageRefused(f"is {info.st_size} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image file")
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            return fh.read(MAX_IMAGE_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def decode_image(data: bytes):
+    """A PIL RGB image of encoded bytes, decoded in full (a truncated or corrupt body fails here, not in a later
+    forward); an image whose header states more than ``MAX_IMAGE_PIXELS`` pixels is refused before decoding."""
+    from PIL import Image
+
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageRefused(f"is {len(data)} bytes, over the {MAX_IMAGE_BYTES}-byte limit of an image")
+    try:
+        opened = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as error:  # PIL's own, far larger, limit: the header said even more
+        raise ImageRefused(f"decodes to more pixels than the limit of {MAX_IMAGE_PIXELS} ({error})") from None
+    with opened:
+        width, height = opened.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise ImageRefused(f"decodes to {width}x{height} pixels, over the limit of {MAX_IMAGE_PIXELS} "
+                             "(rlvr.models.multimodal.MAX_IMAGE_PIXELS)")
+        opened.load()
+        return opened.convert("RGB")
+
+
+def image_problem(image) -> str | None:
+    """Why an image (a file path or encoded bytes) cannot be used, or None: missing, not a regular file, too large
+    (file or decoded pixels), or not decodable in full."""
+    try:
+        _decoded(image)
+    except Exception as error:  # noqa: BLE001 - PIL raises many kinds for a broken image; all mean unusable
+        return _why(image, error)
+    return None
+
+
+def _decoded(image):
+    return decode_image(bytes(image) if isinstance(image, (bytes, bytearray)) else image_file_bytes(image))
+
+
+def _why(image, error: Exception) -> str:
+    label = f"{len(image)} bytes" if isinstance(image, (bytes, bytearray)) else str(image)
+    if isinstance(error, FileNotFoundError):
+        return f"{label} does not exist"
+    if isinstance(error, ImageRefused):
+        return f"{label} {error}"
+    return f"{label} is not a readable image ({type(error).__name__}: {error})"
+
+
 def open_image(image, *, where: str = ""):
-    """A PIL RGB image from a file path or encoded bytes (or a PIL image as is); an unreadable one is a one-line
-    UserError naming ``where`` (e.g. ``data.jsonl:3``) and the image."""
-    from PIL import Image, UnidentifiedImageError
+    """A PIL RGB image from a file path or encoded bytes (or a PIL image as is), with the limits of
+    ``decode_image``; an unusable one is a one-line UserError naming ``where`` (e.g. ``data.jsonl:3``) and why."""
+    from PIL import Image
 
     if isinstance(image, Image.Image):
         return image.convert("RGB")
-    label = f"{len(image)} bytes" if isinstance(image, (bytes, bytearray)) else str(image)
     prefix = f"{where}: " if where else ""
     try:
-        source = io.BytesIO(image) if isinstance(image, (bytes, bytearray)) else Path(image)
-        with Image.open(source) as opened:
-            return opened.convert("RGB")
-    except FileNotFoundError:
-        raise UserError(f"{prefix}image {label} does not exist") from None
-    except (UnidentifiedImageError, OSError, ValueError, TypeError) as error:
-        raise UserError(f"{prefix}image {label} is not a readable image ({type(error).__name__}: {error})") from None
+        return _decoded(image)
+    except Exception as error:  # noqa: BLE001 - PIL raises many kinds for a broken image; all mean unusable
+        raise UserError(f"{prefix}image {_why(image, error)}") from None
 
 
 def merge_image_inputs(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -485,7 +485,9 @@ def _check_labeller(folder: Path, config: Any, tokenizer: Any) -> None:
 
 def _score_labeller(model: Any, prm_tokenizer: Any, rows: list[tuple[str, list[str], list[int], Any]], *,
                     limit: int, joiner: str, delimiter: str) -> list[list[float]]:
-    """Greedy labels, one per step, each step's score p(+) - p(-) over the two label tokens where it is written."""
+    """Greedy labels, one per step, each step's score p(+) - p(-) over the two label tokens where it is written: one
+    forward over the prompts, then one cached token per row and step, so a response of S steps costs its prompt plus
+    S tokens (equal, to float rounding, to re-reading the whole prefix per step)."""
     from rlvr.tasks.steps import labelling_prompt
 
     good, bad = _label_ids(prm_tokenizer)
@@ -496,17 +498,32 @@ def _score_labeller(model: Any, prm_tokenizer: Any, rows: list[tuple[str, list[s
                  for (_, _, _, task), lines in zip(rows, steps)]
     device = next(model.parameters()).device
     scores: list[list[float]] = [[] for _ in rows]
-    for _ in range(longest):
-        input_ids, attention = _padded(sequences, _pad_id(prm_tokenizer), left=True)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    input_ids, attention = _padded(sequences, _pad_id(prm_tokenizer), left=True)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
+    past = None
+    # One prefill, then one new token per step over the kept keys and values: the tokens run through the model grow
+    # linearly with the steps (re-running the growing prefix per step costs steps x its length).
+    for step in range(longest):
         with _PRM_LOCK, torch.no_grad():
-            logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                           position_ids=positions.to(device)).logits[:, -1]
+            out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=past,
+                        use_cache=True)
+        logits = out.logits[:, -1]
         pair = torch.softmax(logits[:, [good, bad]].float(), dim=-1).cpu()
+        labels = []
         for r in range(len(rows)):
             if len(scores[r]) < len(steps[r]):
                 scores[r].append(float(pair[r, 0] - pair[r, 1]))
-            sequences[r].append(good if pair[r, 0] >= pair[r, 1] else bad)
+            labels.append(good if pair[r, 0] >= pair[r, 1] else bad)
+        if step == longest - 1:
+            break
+        past = getattr(out, "past_key_values", None)
+        if past is None:
+            raise UserError("reward.process.options.path: the step labeller returned no key/value cache "
+                            "(use_cache=True); reader: labels needs a causal LM that keeps one")
+        attention = torch.cat([attention, attention.new_ones((len(rows), 1))], dim=-1)
+        positions = positions[:, -1:] + 1
+        input_ids = torch.tensor(labels, dtype=torch.long, device=device).unsqueeze(-1)
     return scores
 
 

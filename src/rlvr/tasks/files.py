@@ -53,7 +53,7 @@ def dress(task: Task, fmt: RowFormat, source: str) -> Task:
 
 def load_file(path: str | os.PathLike[str], fmt: RowFormat = RowFormat()) -> list[Task]:
     """Every row of a table as a Task; duplicate ids and an empty table are errors."""
-    from rlvr.tasks.jsonl import _task_from_row, unique_tasks
+    from rlvr.tasks.jsonl import BadImageRow, _task_from_row, task_or_drop, unique_tasks
 
     where = os.fspath(path)
     fields = (fmt.prompt_field, fmt.reference_field, fmt.id_field, fmt.verifier_field)
@@ -63,7 +63,8 @@ def load_file(path: str | os.PathLike[str], fmt: RowFormat = RowFormat()) -> lis
         for index, (loc, row) in enumerate(iter_rows(where)):
             if fmt.template is not None:
                 row = {**row, fmt.prompt_field: fill_template(fmt.template, row, loc)}
-            task = _task_from_row(row, loc, default_id(where, loc, index), fields, Path(split_suffix(where)[0]).parent)
-            yield loc, f"at {loc}", dress(task, fmt, name)
+            task = task_or_drop(_task_from_row, row, loc, default_id(where, loc, index), fields,
+                                Path(split_suffix(where)[0]).parent)
+            yield loc, f"at {loc}", task if isinstance(task, BadImageRow) else dress(task, fmt, name)
 
     return unique_tasks(located(), where, fmt.id_field)

@@ -2,6 +2,9 @@
 
 A bad row stops loading with a DataError naming the file, the line and the field, before any training starts:
     data/train.jsonl:7: field 'prompt': missing (expected a string or a list of chat messages)
+A row whose images cannot be used (unreadable, truncated, too large, not a regular file, or a count of image
+placeholders that does not match them) is dropped instead, with a warning naming its file, line and reason and a
+count of the rows dropped; the rest of the data loads (an error when no row is left).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,9 @@ _PROMPT_EXPECTED = "expected a string or a list of chat messages"
 _MESSAGE_EXPECTED = "expected an object with string 'role' and 'content'"
 _PART_EXPECTED = "expected {'type': 'text', 'text': ...} or {'type': 'image'}"
 _IMAGES_EXPECTED = "expected a list of image file paths (relative to the data file) or encoded images"
+# Text that VLM processors read as an image placeholder (LLaVA, Qwen2-VL, Llama 3.2 Vision, Gemma 3): in a prompt it
+# stands for one of the row's images, so its count must match them, and a row without images may not hold it.
+IMAGE_PLACEHOLDERS = ("<image>", "<|image_pad|>", "<|image|>", "<start_of_image>")
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "ipython", "function")  # what chat templates render
 
 
@@ -38,24 +45,47 @@ def load_jsonl(
     base = Path(where).parent
     located = (
         (f"{where}:{lineno}", f"on line {lineno}",
-         _task_from_row(row, f"{where}:{lineno}", f"{Path(where).name}:{lineno}", fields, base))
+         task_or_drop(_task_from_row, row, f"{where}:{lineno}", f"{Path(where).name}:{lineno}", fields, base))
         for lineno, row in iter_objects(path)
     )
     return unique_tasks(located, where, id_field)
 
 
-def unique_tasks(located: Iterable[tuple[str, str, Task]], where: str, id_field: str) -> list[Task]:
+class BadImageRow(DataError):
+    """A row whose images cannot be used: the loaders drop it (with a warning) and keep the other rows."""
+
+
+def task_or_drop(make, *args) -> Task | BadImageRow:
+    """``make(*args)``, or the BadImageRow it raised (``unique_tasks`` drops that row)."""
+    try:
+        return make(*args)
+    except BadImageRow as exc:
+        return exc
+
+
+def unique_tasks(located: Iterable[tuple[str, str, Task | BadImageRow]], where: str, id_field: str) -> list[Task]:
     """The tasks of (location, how a later duplicate refers to it, task) triples; a repeated id or no task at
-    all is a DataError naming the row."""
+    all is a DataError naming the row. A BadImageRow in place of a task is dropped with a warning naming it, and
+    one more warning counts the drops."""
     tasks: list[Task] = []
     first: dict[str, str] = {}
+    dropped: list[str] = []
     for loc, label, task in located:
+        if isinstance(task, BadImageRow):
+            dropped.append(str(task))
+            warnings.warn(f"dropped a row: {task}", stacklevel=2)
+            continue
         if task.id in first:
             raise DataError(f"{loc}: field '{id_field}': duplicate id {task.id!r} (first used {first[task.id]})")
         first[task.id] = label
         tasks.append(task)
+    if dropped and not tasks:
+        raise DataError(f"{where}: all {len(dropped)} rows dropped for their images; the first: {dropped[0]}")
     if not tasks:
         raise DataError(f"{where}: no rows (the file is empty or has only blank lines)")
+    if dropped:
+        warnings.warn(f"{where}: dropped {len(dropped)} of {len(dropped) + len(tasks)} rows for their images "
+                      f"(each named above); {len(tasks)} kept", stacklevel=2)
     return tasks
 
 
@@ -87,6 +117,8 @@ def iter_objects(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
                 raise DataError(f"{loc}: invalid JSON: {exc.msg} (column {exc.colno})") from None
             except RecursionError:
                 raise DataError(f"{loc}: invalid JSON: nested too deeply") from None
+            except ValueError as exc:  # e.g. an integer past Python's digit limit
+                raise DataError(f"{loc}: invalid JSON: {exc}") from None
             if not isinstance(row, dict):
                 raise DataError(f"{loc}: expected a JSON object, got {_kind(row)}")
             yield lineno, row
@@ -149,11 +181,19 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     if env_options is not None and not isinstance(env_options, dict):
         raise fail("env_options", f"got {_kind(env_options)} (expected an object of options)")
 
-    images = check_images(row["images"], base, lambda problem: fail("images", problem)) \
+    def drop(field: str, problem: str) -> BadImageRow:
+        return BadImageRow(f"{loc}: field '{field}': {problem}")
+
+    images = check_images(row["images"], base, lambda problem: drop("images", problem)) \
         if row.get("images") is not None else ()
-    shown = image_parts(prompt)
-    if shown and shown != len(images):
-        raise fail(prompt_field, f"shows {shown} image(s) but field 'images' has {len(images)}")
+    shown, written = image_parts(prompt), placeholder_text(prompt)
+    if written and not images:
+        raise drop(prompt_field, f"holds the image placeholder text {written[0]!r} but the row has no images (a "
+                                 "vision-language model's processor would read it as an image that is not there)")
+    # chat messages without image parts get one part per image (rlvr.models.prompts), beside any placeholder text
+    placed = len(written) + (shown or (0 if isinstance(prompt, str) else len(images)))
+    if (shown or written) and placed != len(images):
+        raise drop(prompt_field, f"shows {placed} image(s) but field 'images' has {len(images)}")
 
     known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options",
              "images"}
@@ -176,6 +216,17 @@ def image_parts(prompt: Prompt) -> int:
     if isinstance(prompt, str):
         return 0
     return sum(1 for m in prompt if isinstance(m["content"], list) for part in m["content"] if part["type"] == "image")
+
+
+def placeholder_text(prompt: Prompt) -> list[str]:
+    """Each image placeholder (``IMAGE_PLACEHOLDERS``) written in the prompt's text, in order of kind."""
+    if isinstance(prompt, str):
+        texts = [prompt]
+    else:
+        texts = [m["content"] if isinstance(m["content"], str) else "" for m in prompt]
+        texts += [part.get("text", "") for m in prompt if isinstance(m["content"], list) for part in m["content"]
+                  if part.get("type") == "text"]
+    return [token for token in IMAGE_PLACEHOLDERS for text in texts for _ in range(text.count(token))]
 
 
 def check_images(value: Any, base: Path | None, fail) -> tuple:
@@ -207,23 +258,12 @@ def check_images(value: Any, base: Path | None, fail) -> tuple:
 
 
 def unreadable_image(image: str | bytes) -> str | None:
-    """Why an image file or encoded image cannot be read (None if it can): checked when the data loads, so a bad
-    image is a one-line error before any training rather than a crash mid-run."""
-    import io
+    """Why an image file or encoded image cannot be used (None if it can): decoded in full when the data loads
+    (rlvr.models.multimodal.image_problem: a regular file, within the size limits), so a bad image drops its row
+    before any training rather than failing inside sampling or a forward."""
+    from rlvr.models.multimodal import image_problem
 
-    from PIL import Image
-
-    label = image if isinstance(image, str) else f"{len(image)} bytes"
-    try:
-        with Image.open(image if isinstance(image, str) else io.BytesIO(image)) as opened:
-            opened.verify()
-    except FileNotFoundError:
-        return f"{label} does not exist"
-    except IsADirectoryError:
-        return f"{label} is a directory, expected an image file"
-    except Exception as exc:  # noqa: BLE001 - PIL raises many types for a broken image; all mean unreadable
-        return f"{label} is not a readable image ({type(exc).__name__}: {exc})"
-    return None
+    return image_problem(image)
 
 
 def check_prompt(value: Any, fail) -> Prompt:

@@ -2,7 +2,8 @@
 
 A checkpoint is written into a temporary folder, flushed to disk, and renamed into place when complete, so
 a folder named checkpoint-STEP is always whole: a kill during a save leaves the previous checkpoints usable
-and a ``.tmp-checkpoint-STEP`` folder that the next start removes.
+and a ``.tmp-checkpoint-STEP`` folder that the next start removes. The state is read back as tensors and plain
+data only (``load_trainer_state``): it is input a resume trusts, so it may not name code to run.
 """
 
 from __future__ import annotations
@@ -127,5 +128,101 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+# The keys every trainer state has (the SFT and RL runs both write them); others are optional.
+REQUIRED_KEYS = ("step", "optimizer", "scheduler", "sampler", "rng")
+
+
+def _numpy_globals() -> list[Any]:
+    """What a trainer state may hold besides tensors and plain containers: numpy's random state (an array). The
+    unpickler allows nothing else, so a tampered state file cannot name a function to run."""
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy 1
+        from numpy.core.multiarray import _reconstruct
+
+    return [np.ndarray, np.dtype, _reconstruct, type(np.dtype(np.uint32))]
+
+
+def _own_data_classes(path: Path) -> list[type]:
+    """The classes ``path`` names that are rlvr's own dataclasses or enums (the batches and groups an asynchronous
+    or streaming run checkpoints under way): plain data by construction, so rebuilding them runs no code of the
+    file's choosing. Anything else the file names stays refused by the unpickler."""
+    import dataclasses
+    import enum
+    import importlib
+
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001 - an unreadable file: torch.load says why
+        return []
+    allowed = []
+    for name in names:
+        module, _, qualname = name.rpartition(".")
+        if module != "rlvr" and not module.startswith("rlvr."):
+            continue
+        try:
+            found: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
+            allowed.append(found)
+    return allowed
+
+
 def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
-    return torch.load(checkpoint / STATE_FILE, weights_only=False)
+    """The trainer state of ``checkpoint``, unpickled as tensors and plain data only (``weights_only``) and checked
+    against its folder: the step in it is the folder's (checkpoint-STEP) and the keys every state has are there. A
+    state that fails either is a UserError naming the file, never a silent resume that rewrites logged steps."""
+    from rlvr.errors import UserError
+
+    path = Path(checkpoint) / STATE_FILE
+    try:
+        with torch.serialization.safe_globals(_numpy_globals() + _own_data_classes(path)):
+            state = torch.load(path, weights_only=True, map_location="cpu")
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found (a checkpoint folder holds the trainer state beside the weights)") from None
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a truncated, foreign or tampered file
+        reason = " ".join(str(exc).split())
+        if "weights_only" in reason or "global" in reason.lower():
+            reason = "it holds objects other than tensors and plain data, which are never unpickled"
+        raise UserError(f"{path}: not a readable trainer state ({type(exc).__name__}: {reason[:200]})") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{path}: not a trainer state (expected a dict, got {type(state).__name__})")
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise UserError(f"{path}: trainer state lacks {', '.join(missing)} (expected {', '.join(REQUIRED_KEYS)})")
+    match = _NAME.match(Path(checkpoint).name)
+    step = state["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0 or (match and step != int(match.group(1))):
+        where = f"its folder {Path(checkpoint).name}" if match else "a checkpoint step"
+        raise UserError(f"{path}: trainer state says step {step!r}, which disagrees with {where}; refusing to resume "
+                        "from it (the logged steps after it would be rewritten)")
+    check_folder_files(Path(checkpoint))
+    return state
+
+
+def check_folder_files(folder: Path) -> None:
+    """A UserError naming the first JSON file (config, tokenizer, generation config) that does not parse or
+    safetensors file whose header does not, in a checkpoint folder and the second models' folders inside it: read
+    before any model loads, so a damaged checkpoint is one line instead of a loader's traceback."""
+    import json
+
+    from rlvr.errors import UserError
+
+    for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/*.json")):
+        try:
+            json.loads(path.read_bytes().decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise UserError(f"{path}: not valid JSON ({type(exc).__name__}: {str(exc)[:120]}); the checkpoint "
+                            "folder is damaged") from None
+    for path in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*/*.safetensors")):
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as opened:
+                opened.keys()
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type for a damaged header
+            raise UserError(f"{path}: not a readable safetensors file ({str(exc)[:120]}); the checkpoint folder is "
+                            "damaged") from None

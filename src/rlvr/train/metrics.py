@@ -181,7 +181,8 @@ class MetricsLog:
         """Keep only the lines of steps <= ``step`` (used when resuming, so each step appears once)."""
         if not self.path.exists():
             return
-        kept = [line for line in self.path.read_text().splitlines() if _step_of(line) is not None and _step_of(line) <= step]
+        text = self.path.read_text(encoding="utf-8", errors="replace")  # bytes a kill or a disk mangled: not a step
+        kept = [line for line in text.splitlines() if _step_of(line) is not None and _step_of(line) <= step]
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text("".join(line + "\n" for line in kept))
         tmp.replace(self.path)
@@ -201,7 +202,7 @@ def _step_of(line: str) -> int | None:
     """The step of a metrics line; None for a blank line or one torn by a kill in the middle of writing it."""
     try:
         row = json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # torn, or not JSON at all
         return None
     return row.get("step") if isinstance(row, dict) and isinstance(row.get("step"), int) else None
 

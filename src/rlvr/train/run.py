@@ -225,6 +225,7 @@ class TrainingRun:
         if cfg.model.lora is not None:
             require_peft()  # before the model loads: a missing extra is a one-line error naming it
         checkpoint = group.broadcast(latest_checkpoint(self.dir) if resume else None)
+        resumed = load_trainer_state(checkpoint) if checkpoint is not None else None  # a bad one fails before loading
         # a chat template these tasks cannot use is one error naming the fix, before the model loads
         check_template(load_tokenizer(checkpoint or cfg.model.path), self.tasks + (self.eval_tasks or []),
                        cfg.rollout.chat_template_kwargs)
@@ -298,8 +299,8 @@ class TrainingRun:
         self.runner_before: dict[str, int] = {}
         self.bad_in_a_row = 0
         self.first_step = 1
-        if checkpoint is not None:
-            self._restore(load_trainer_state(checkpoint))
+        if resumed is not None:
+            self._restore(resumed)
         elif resume:
             self.log.truncate_after(0)
             self.samples_log.truncate_after(0)

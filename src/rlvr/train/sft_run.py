@@ -72,6 +72,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     tasks = load_conversations(cfg.data.train) if conversational else load_data(cfg.data, "train")
     completions = {} if conversational else {task.id: completion_of(task, cfg.data.completion_field) for task in tasks}
     checkpoint = latest_checkpoint(run_dir) if resume else None
+    resumed = load_trainer_state(checkpoint) if checkpoint is not None else None  # a bad one fails before loading
     model, tokenizer = load_model(checkpoint or cfg.model.path, dtype=cfg.model.dtype, device=cfg.model.device)
     model.train()
     device = next(model.parameters()).device
@@ -88,7 +89,7 @@ def run_sft(cfg: Config, *, resume: bool = False, on_step: Callable[[dict[str, A
     log = MetricsLog(run_dir, tensorboard=cfg.train.tensorboard)
     first, bad_in_a_row = 1, 0
     if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
+        state = resumed
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         sampler.load_state_dict(state["sampler"])
