@@ -27,6 +27,7 @@ from rlvr.rollout.agent import EpisodeRun, run_episodes
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, concat_batches, select_rows
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
+from rlvr.verifiers.row_options import row_option_problem, score_rows
 from rlvr.verifiers.compose import RewardSpec, Term, compose
 from rlvr.verifiers.reasoning import answer_part
 
@@ -129,7 +130,12 @@ def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, te
 
 def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None,
           truncated: list[bool] | None = None) -> list[Verdict]:
-    return score_batch(score_requests(tasks, responses, scoring, term, truncated))
+    """The verdicts of score_requests; a task whose own options name an endpoint or a secret gets an "error"
+    verdict instead, its verifier never called (rlvr.verifiers.row_options)."""
+    requests = score_requests(tasks, responses, scoring, term, truncated)
+    if term is not None and not term.uses_task_verifier:
+        return score_batch(requests)
+    return score_rows(requests, [row_option_problem(t.verifier_options, scoring.verifier_options) for t in tasks])
 
 
 def encode_tasks(tokenizer, tasks: list[Task], template_kwargs: dict[str, Any] | None = None
