@@ -213,3 +213,36 @@ def test_the_server_refuses_an_allowed_option_holding_an_address():
     service = RewardService("judge", allow_options=frozenset({"template"}))
     result = service.score([{"response": "4", "reference": "4", "verifier_options": {"template": "localhost:8000"}}])
     assert result[0]["status"] == "error" and result[0]["reason"] == "server_resource"
+
+
+def rubric_references(address: str) -> list:
+    """Inline rubrics in a row's reference whose criteria carry endpoint options."""
+    http = f"http://{address}"
+    judged = {"name": "judged", "check": {"judge": "Says Paris.", "options": {"base_url": f"{http}/v1", "model": "m"}}}
+    remote = {"name": "remote", "check": {"verifier": "remote", "reference": "Paris",
+                                          "options": {"url": f"{http}/get_reward"}}}
+    keyed = {"name": "keyed", "check": {"judge": "Says Paris.", "options": {"api_key_env": "AWS_SECRET_ACCESS_KEY"}}}
+    return [{"rubric": {"criteria": [judged]}, "answer": "Paris"},
+            {"rubric": {"criteria": [remote]}, "answer": "Paris"},
+            {"rubric": {"criteria": [keyed]}, "answer": "Paris"},
+            [judged]]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_endpoint_options_inside_a_rows_rubric_are_refused(index, tmp_path):
+    with listener() as (address, seen):
+        reference = rubric_references(address)[index]
+        task = Task("Capital of France?", reference, "r", verifier="rubric")
+        verdict = score([task], ["Paris"], Scoring("exact"))[0]
+        path = _write_rows(tmp_path / "rows.jsonl", [{"prompt": "Capital of France?", "reference": reference,
+                                                      "verifier": "rubric"}])
+        with pytest.raises(DataError, match=r"rows\.jsonl:1: field 'reference"):
+            load_jsonl(path)
+    assert verdict.reason == REASON and seen == []
+
+
+def test_a_reference_without_options_is_untouched():
+    from rlvr.verifiers.row_options import reference_problem
+
+    assert reference_problem({"url": "http://example.com", "items": [1, 2]}) is None  # a JSON answer, not options
+    assert reference_problem([8, 16, 24, 40]) is None

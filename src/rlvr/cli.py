@@ -172,12 +172,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from rlvr.tasks.jsonl import read_rows, write_jsonl
     from rlvr.verifiers import ScoreRequest
     from rlvr.verifiers.registry import get_verifier
-    from rlvr.verifiers.row_options import row_option_problem, score_rows
+    from rlvr.verifiers.row_options import score_rows, task_problem
 
     get_verifier(args.verifier)
     rows = read_rows(args.input, required=("response", "reference"))
     verdicts = score_rows([ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"], r.get("verifier_options") or {}) for r in rows],
-                          [row_option_problem(r.get("verifier_options")) for r in rows])
+                          [task_problem(r.get("verifier_options"), r["reference"]) for r in rows])
     out_rows = [
         {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted,
          "details": json.loads(json.dumps(v.details, default=repr))}

@@ -27,7 +27,7 @@ from rlvr.rollout.agent import EpisodeRun, run_episodes
 from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, concat_batches, select_rows
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
-from rlvr.verifiers.row_options import row_option_problem, score_rows
+from rlvr.verifiers.row_options import score_rows, task_problem
 from rlvr.verifiers.compose import RewardSpec, Term, compose
 from rlvr.verifiers.reasoning import answer_part
 
@@ -135,7 +135,8 @@ def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term 
     requests = score_requests(tasks, responses, scoring, term, truncated)
     if term is not None and not term.uses_task_verifier:
         return score_batch(requests)
-    return score_rows(requests, [row_option_problem(t.verifier_options, scoring.verifier_options) for t in tasks])
+    return score_rows(requests, [task_problem(t.verifier_options, t.reference, scoring.verifier_options)
+                                 for t in tasks])
 
 
 def encode_tasks(tokenizer, tasks: list[Task], template_kwargs: dict[str, Any] | None = None

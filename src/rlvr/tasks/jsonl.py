@@ -138,11 +138,11 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     options = row.get("verifier_options")
     if options is not None and not isinstance(options, dict):
         raise fail("verifier_options", f"got {_kind(options)} (expected an object of options)")
-    if options:
-        # deferred: importing rlvr.verifiers loads every verifier (sympy among them); rows without options skip it
-        from rlvr.verifiers.row_options import row_option_problem
+    if options or isinstance(reference, (dict, list)):
+        # deferred: importing rlvr.verifiers loads every verifier (sympy among them); plain rows skip it
+        from rlvr.verifiers.row_options import task_problem
 
-        problem = row_option_problem(options)
+        problem = task_problem(options, reference)
         if problem:
             raise DataError(f"{loc}: {problem}")
     meta = row.get("meta")

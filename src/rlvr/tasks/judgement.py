@@ -174,7 +174,7 @@ def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str =
                     default_verifier: str = "exact", near_miss: float = NEAR_MISS_SHARE) -> list[Task]:
     """``n`` judgement tasks from ``base_tasks`` (module docstring); deterministic in ``seed``."""
     from rlvr.verifiers import ScoreRequest, Status
-    from rlvr.verifiers.row_options import row_option_problem, score_rows
+    from rlvr.verifiers.row_options import score_rows, task_problem
     from rlvr.verifiers.judge.precheck import visible
     from rlvr.verifiers.judge.prompts import build_messages, question_of
 
@@ -190,7 +190,7 @@ def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str =
     requests = [ScoreRequest(task.verifier or default_verifier, response, task.reference,
                              dict(task.verifier_options))
                 for task, _, cands in slots for _, response in cands]
-    verdicts = iter(score_rows(requests, [row_option_problem(task.verifier_options)
+    verdicts = iter(score_rows(requests, [task_problem(task.verifier_options, task.reference)
                                           for task, _, cands in slots for _ in cands]))
     tasks: list[Task] = []
     for i, (task, want, cands) in enumerate(slots):

@@ -12,7 +12,8 @@ config (``data.verifier_options``, ``reward.terms``) only. A row option is refus
   as the last part of a longer name such as ``judge_url``, and in camelCase: ``baseURL``); or
 - its value is a string shaped like a network address (``scheme://...``, ``//host``, ``host.name:port``).
 
-A row that repeats the config's own value for that option chooses nothing and is let through. Where rows are read
+A row that repeats the config's own value for that option chooses nothing and is let through. Options carried
+inside a row's reference (an inline rubric's ``{"judge": ..., "options": {...}}`` criteria) are the row's too. Where rows are read
 from a file the loader stops at the row (``file:line: field 'verifier_options.base_url'``); anywhere else the row
 gets an "error" verdict, reason ``row_option_refused`` (the same message under ``details["error"]``), without its verifier being called, while the other rows are
 scored (``score_rows``).
@@ -35,7 +36,8 @@ _ENDPOINT_NAME = re.compile(
     r"|secrets|token|tokens|password|passwd|credential|credentials|auth|authorization|cookie|cookies)$"
 )
 _ADDRESS_VALUE = re.compile(
-    r"^\s*(?:[a-z][a-z0-9+.\-]*://|//|\\\\|(?:localhost|(?:[a-z0-9\-]+\.)+[a-z0-9\-]+|\[[0-9a-f:.]+\]):\d{1,5}(?:/|\s*$))",
+    r"^\s*(?:[a-z][a-z0-9+.\-]*://|//|\\\\"
+    r"|(?:localhost|(?:[a-z0-9\-]+\.)+[a-z0-9\-]+|\[[0-9a-f:.]+\]):\d{1,5}(?:/|\s*$))",
     re.IGNORECASE,
 )
 
@@ -109,6 +111,38 @@ def row_option_problem(options: Any, config_options: Mapping[str, Any] | None = 
         return None
     return (f"{found}: a data row cannot choose where the trainer connects or which secret it sends; "
             f"set it in the run's config (data.verifier_options)")
+
+
+# Keys under which a reference carries options for a verifier it runs (a rubric's criteria: {"check": {"judge": ...,
+# "options": {...}}}): those options are a row's too.
+_OPTION_KEYS = ("options", "inner_options", "judge", "verifier_options")
+
+
+def reference_problem(reference: Any, where: str = "reference") -> str | None:
+    """Why a row's reference may not be scored: verifier options inside it (an inline rubric's criterion options,
+    at any depth) that name an endpoint or a secret; None when it has none."""
+    def walk(value: Any, path: str, depth: int) -> str | None:
+        if depth > _MAX_DEPTH:
+            return None
+        items = value.items() if isinstance(value, Mapping) else enumerate(value) \
+            if isinstance(value, (list, tuple)) else ()
+        for key, item in items:
+            here = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+            if key in _OPTION_KEYS and isinstance(item, Mapping):
+                found = row_option_problem(item, where=here)
+                if found:
+                    return found
+            found = walk(item, here, depth + 1)
+            if found:
+                return found
+        return None
+
+    return walk(reference, where, 0) if isinstance(reference, (Mapping, list, tuple)) else None
+
+
+def task_problem(options: Any, reference: Any, config_options: Mapping[str, Any] | None = None) -> str | None:
+    """row_option_problem of a row's options, then reference_problem of its reference."""
+    return row_option_problem(options, config_options) or reference_problem(reference)
 
 
 def refused_verdict(problem: str) -> Verdict:
