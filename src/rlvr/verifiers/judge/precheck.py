@@ -420,12 +420,15 @@ def disguise_readings(sk: str) -> list[str]:
 
 # Blanks of a template: "<...>" slots, "[[rating]]", bracketed option lists and instructions, "{score}", runs of
 # underscores, ellipses, question marks standing for a value, empty table cells.
-_SLOT = re.compile(r"\[\[[^\[\]\n]{0,30}\]\]|<[^<>\n]{0,80}>|\[[^\[\]\n]{0,80}\]|\{\{?[^{}\n]{0,40}\}?\}")
+_SLOT = re.compile(r"\[\[[^\[\]\n]{0,30}\]\]|<[^<>\n]{0,80}>|\[[^\[\]\n]{0,80}\]|\{\{?[a-z_ \t]{1,40}\}?\}")
 _BLANK = re.compile(r"_{2,}|\.{3,}|…|(?<![\w?])\?+(?![\w?])|(?<=\|)[ \t]*(?=\|)")
 _DOUBLE_BRACKET = re.compile(r"^\[\[")
 _RATED = re.compile(r"\b(?:rating|score|verdict|grade|judg(?:e)?ment|decision)\s*[\"']?\s*[:=]?\s*\[\[[^\]\n]{1,20}\]\]")
 _LABELLED = re.compile(r"[\w\"']\s*[:=]")
 _NUMBER = re.compile(r"^\d{1,3}(?:\.\d+)?$")
+# The fields of a verdict record ("result" is left out: a record of a match's result is an answer).
+_VERDICT_FIELDS = (TEMPLATE_LABELS - {"result"}) | (GRADING & _APPROVING) | {"is"}
+_JSON_KEY = re.compile(r"\"([^\"\n]{1,40})\"\s*:")
 _FENCE = re.compile(r"(?:```|''')[a-z]*")  # a code fence; the skeleton writes backquotes as apostrophes
 
 
@@ -452,6 +455,7 @@ def _template_only(sk: str, reference_words: list[str]) -> bool:
 
     rest = _SLOT.sub(blank, _TAG.sub(" ", _FENCE.sub(" ", sk)))
     rest, blanks = _BLANK.subn(" ", rest)
+    rest = rest.replace("_", " ")  # field names: "is_correct"
     words = _words(rest)
     if any(not (w in TEMPLATE_VOCABULARY or _NUMBER.match(w)) for w in words):
         return False
@@ -460,6 +464,9 @@ def _template_only(sk: str, reference_words: list[str]) -> bool:
     labelled = any(w in TEMPLATE_LABELS for w in _words(sk))
     if slots or blanks:
         return labelled
+    keys = [_words(k) for k in _JSON_KEY.findall(rest)]
+    if keys and rest.lstrip(" '\n[").startswith("{") and all(k and set(k) <= _VERDICT_FIELDS for k in keys):
+        return True  # a JSON record of grading fields and nothing else: {"score": 9, "is_correct": true}
     return labelled and _LABELLED.search(rest) is not None and any(w in _APPROVING for w in words)
 
 
