@@ -41,6 +41,12 @@ def server():
                 break
         except OSError:
             time.sleep(0.3)
+    # The server loads its verifiers on the first request; on a loaded machine that alone can take most of a
+    # call's budget, so the tests start once it has scored one row.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=180)
+    conn.request("POST", "/get_reward", json.dumps({"query": ["1"], "prompts": [""], "labels": ["1"]}),
+                 {"Content-Type": "application/json"})
+    conn.getresponse().read()
     yield f"http://127.0.0.1:{port}/get_reward"
     proc.terminate()
     proc.wait(10)
