@@ -246,3 +246,35 @@ def test_a_reference_without_options_is_untouched():
 
     assert reference_problem({"url": "http://example.com", "items": [1, 2]}) is None  # a JSON answer, not options
     assert reference_problem([8, 16, 24, 40]) is None
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_the_judge_never_follows_a_redirect_elsewhere(code):
+    """A judge endpoint that redirects (to a host that would approve everything) gets an error verdict; the other
+    host hears nothing, neither the prompt and response nor the key."""
+    pytest.importorskip("openai")
+    from rlvr.verifiers import verify
+
+    with listener() as (elsewhere, elsewhere_seen):
+        class Redirect(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(code)
+                self.send_header("Location", f"http://{elsewhere}{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+        httpd.daemon_threads = True
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            verdict = verify("judge", "The answer is 4.", "4", base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+                             model="m-redirect", prompt="2+2?", cache=False, timeout_s=10, max_retries=0)
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+    assert verdict.status.value == "error" and verdict.score == 0.0, verdict
+    assert elsewhere_seen == []
