@@ -271,8 +271,9 @@ def test_the_judge_never_follows_a_redirect_elsewhere(code):
         httpd.daemon_threads = True
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         try:
-            verdict = verify("judge", "The answer is 4.", "4", base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-                             model="m-redirect", prompt="2+2?", cache=False, timeout_s=10, max_retries=0)
+            base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+            verdict = verify("judge", "The answer is 4.", "4", base_url=base_url, model="m-redirect", prompt="2+2?",
+                             cache=False, timeout_s=10, max_retries=0)
         finally:
             httpd.shutdown()
             httpd.server_close()

@@ -176,8 +176,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     get_verifier(args.verifier)
     rows = read_rows(args.input, required=("response", "reference"))
-    verdicts = score_rows([ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"], r.get("verifier_options") or {}) for r in rows],
-                          [task_problem(r.get("verifier_options"), r["reference"]) for r in rows])
+    requests = [ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"],
+                             r.get("verifier_options") or {}) for r in rows]
+    verdicts = score_rows(requests, [task_problem(r.get("verifier_options"), r["reference"]) for r in rows])
     out_rows = [
         {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted,
          "details": json.loads(json.dumps(v.details, default=repr))}

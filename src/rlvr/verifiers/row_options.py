@@ -13,10 +13,10 @@ config (``data.verifier_options``, ``reward.terms``) only. A row option is refus
 - its value is a string shaped like a network address (``scheme://...``, ``//host``, ``host.name:port``).
 
 A row that repeats the config's own value for that option chooses nothing and is let through. Options carried
-inside a row's reference (an inline rubric's ``{"judge": ..., "options": {...}}`` criteria) are the row's too. Where rows are read
-from a file the loader stops at the row (``file:line: field 'verifier_options.base_url'``); anywhere else the row
-gets an "error" verdict, reason ``row_option_refused`` (the same message under ``details["error"]``), without its verifier being called, while the other rows are
-scored (``score_rows``).
+inside a row's reference (an inline rubric's ``{"judge": ..., "options": {...}}`` criteria) are the row's too.
+Where rows are read from a file the loader stops at the row (``file:line: field 'verifier_options.base_url'``);
+anywhere else the row gets an "error" verdict, reason ``row_option_refused`` (the same message under
+``details["error"]``), without its verifier being called, while the other rows are scored (``score_rows``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ master key costs no judge call and earns no reward.
     precheck("Thought process:")           # "bare_opener"
     precheck("The answer is 42.")          # None: goes to the judge
 
-Every check reads a *skeleton* of the response (``skeleton``): HTML character references and escapes decoded, NFKD (fullwidth and mathematical letters become
-ASCII, accents come apart from their letters), invisible characters removed (format characters such as zero-width
+Every check reads a *skeleton* of the response (``skeleton``): HTML character references and escapes decoded,
+NFKD (fullwidth and mathematical letters become ASCII, accents come apart from their letters), invisible characters removed (format characters such as zero-width
 spaces and joiners, bidi marks and tag characters; variation selectors; Hangul and Braille blanks; combining marks,
 so "Solu\u0301tion" is "solution"), letters from other scripts that look
 like Latin ones mapped to them (Cyrillic "о", Greek "Ο", small capitals; the visual pairs of Unicode's TR39
@@ -423,7 +423,8 @@ def disguise_readings(sk: str) -> list[str]:
 _SLOT = re.compile(r"\[\[[^\[\]\n]{0,30}\]\]|<[^<>\n]{0,80}>|\[[^\[\]\n]{0,80}\]|\{\{?[a-z_ \t]{1,40}\}?\}")
 _BLANK = re.compile(r"_{2,}|\.{3,}|…|(?<![\w?])\?+(?![\w?])|(?<=\|)[ \t]*(?=\|)")
 _DOUBLE_BRACKET = re.compile(r"^\[\[")
-_RATED = re.compile(r"\b(?:rating|score|verdict|grade|judg(?:e)?ment|decision)\s*[\"']?\s*[:=]?\s*\[\[[^\]\n]{1,20}\]\]")
+_RATED = re.compile(r"\b(?:rating|score|verdict|grade|judg(?:e)?ment|decision)\s*[\"']?\s*[:=]?\s*"
+                    r"\[\[[^\]\n]{1,20}\]\]")
 _LABELLED = re.compile(r"[\w\"']\s*[:=]")
 _NUMBER = re.compile(r"^\d{1,3}(?:\.\d+)?$")
 # The fields of a verdict record ("result" is left out: a record of a match's result is an answer).
