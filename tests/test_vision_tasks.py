@@ -173,3 +173,45 @@ def test_max_size_two_gives_objects_of_up_to_four_cells():
         assert set(lit.values()) == {task.reference}
         sizes.add(len(lit))
     assert sizes == {1, 2, 4}
+
+
+# Every documented way of writing one box (rlvr.verifiers.grounding, docs/rewards.md): each must earn full credit
+# against the box it names, and the same box a little off must earn partial credit, not nothing.
+GOLD = [8, 16, 24, 40]
+BOX_FORMS = [
+    "[8, 16, 24, 40]", "(8, 16, 24, 40)", '{"bbox_2d": [8, 16, 24, 40]}', "[[8,16,24,40]]",
+    "(8,16),(24,40)", "(8, 16) (24, 40)", "(8, 16); (24, 40)", "[[8,16],[24,40]]", "[8, 16], [24, 40]",
+    "[(8,16),(24,40)]", "((8, 16), (24, 40))", "from (8, 16) to (24, 40)", "(8,16) -> (24,40)", "(8, 16) - (24, 40)",
+    "<|box_start|>(8,16),(24,40)<|box_end|>", "<answer>[[8, 16], [24, 40]]</answer>",
+    "top-left (8,16) bottom-right (24,40)", "Top left: (8, 16), bottom right: (24, 40)",
+    "top_left=[8,16]; bottom_right=[24,40]", "upper-left (8, 16) and lower-right (24, 40)",
+    "The top-left corner is at (8, 16) and the bottom-right corner is at (24, 40).",
+    "bottom-right (24, 40), top-left (8, 16)", "top-right (24, 16) bottom-left (8, 40)",
+    "Top-left corner: [8, 16]\nBottom-right corner: [24, 40]",
+]
+
+
+@pytest.mark.parametrize("response", BOX_FORMS)
+def test_every_documented_box_form_gets_credit(response):
+    v = verify("grounding", response, GOLD)
+    assert (v.status.value, v.score, v.extracted) == ("correct", 1.0, "[[8, 16, 24, 40]]"), v
+    shifted = response.replace("8", "9")  # x1 moved by one: IoU 15/16
+    v = verify("grounding", shifted, GOLD)
+    assert v.status.value == "partial" and v.score == pytest.approx(15 / 16), (shifted, v)
+
+
+@pytest.mark.parametrize("response, reason", [
+    ("top-left (8, 16) top-right (24, 16)", "no_box_found"),  # two corners that do not span a box
+    ("bottom-left (8, 40) bottom-right (24, 40)", "no_box_found"),
+    ("(24, 40), (8, 16)", "no_valid_box"),  # unlabelled: top-left first, so this one is inside out
+    ("The point is (8, 16).", "no_box_found"),
+    ("(8, 16) because it is left of (24, 40)", "no_box_found"),  # prose between two points: not one box
+])
+def test_point_pairs_that_are_not_a_box(response, reason):
+    v = verify("grounding", response, GOLD)
+    assert v.reason == reason and v.score == 0.0, v
+
+
+def test_two_point_boxes_count_as_separate_boxes():
+    v = verify("grounding", "[[8,16],[24,40]] and [[0,0],[4,4]]", [GOLD, [0, 0, 4, 4]])
+    assert v.score == 1.0 and v.extracted == "[[8, 16, 24, 40], [0, 0, 4, 4]]"

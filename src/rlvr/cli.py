@@ -170,14 +170,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from rlvr.tasks.jsonl import iter_objects, write_jsonl
-    from rlvr.verifiers import ScoreRequest, score_batch
+    from rlvr.verifiers import ScoreRequest
     from rlvr.verifiers.registry import get_verifier
+    from rlvr.verifiers.row_options import score_rows, task_problem
 
     get_verifier(args.verifier)
     rows = [_verify_row(f"{args.input}:{n}", row) for n, row in iter_objects(args.input)]
     if not rows:
         raise UserError(f"{args.input}: no rows (the file is empty or has only blank lines)")
-    verdicts = score_batch([ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"], r.get("verifier_options") or {}) for r in rows])
+    requests = [ScoreRequest(r.get("verifier", args.verifier), str(r["response"]), r["reference"],
+                             r.get("verifier_options") or {}) for r in rows]
+    verdicts = score_rows(requests, [task_problem(r.get("verifier_options"), r["reference"]) for r in rows])
     out_rows = [
         {**row, "score": v.score, "status": v.status.value, "reason": v.reason, "extracted": v.extracted,
          "details": json.loads(json.dumps(v.details, default=repr))}

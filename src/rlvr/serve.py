@@ -132,7 +132,10 @@ class RewardService:
 
     def __post_init__(self) -> None:
         self.allow_options = frozenset(self.allow_options)
-        bad = sorted(n for n in self.allow_options if not isinstance(n, str) or _RESOURCE_NAME.search(n))
+        from rlvr.verifiers.row_options import endpoint_name
+
+        bad = sorted(n for n in self.allow_options if not isinstance(n, str) or _RESOURCE_NAME.search(n)
+                     or endpoint_name(n))
         if bad:
             raise ValueError(f"--allow-option {', '.join(map(str, bad))}: an option that names a server resource (a "
                              "file, folder, URL, host, database, environment variable or credential) cannot be "
@@ -184,7 +187,9 @@ class RewardService:
             raise RowRefused(f"verifier_options {', '.join(map(repr, refused))} are not allowed by this server "
                              f"(allowed: {allowed}; the operator allows one with --allow-option NAME)",
                              "option_not_allowed")
-        found = _resource_in(options, "verifier_options")
+        from rlvr.verifiers.row_options import row_option_problem
+
+        found = _resource_in(options, "verifier_options") or row_option_problem(options, self.verifier_options)
         reference = row.get("reference")
         if found is None and isinstance(reference, dict):
             named = sorted(k for k in reference if not isinstance(k, str) or _RESOURCE_NAME.search(k))

@@ -28,6 +28,7 @@ from rlvr.rollout.base import RolloutBatch, RolloutEngine, SamplingParams, conca
 from rlvr.tasks import Task
 from rlvr.verifiers import ScoreRequest, Verdict, score_batch
 from rlvr.verifiers.base import Status
+from rlvr.verifiers.row_options import score_rows, task_problem
 from rlvr.verifiers.compose import RewardSpec, Term, compose
 from rlvr.verifiers.reasoning import answer_part
 
@@ -130,7 +131,13 @@ def score_requests(tasks: list[Task], responses: list[str], scoring: Scoring, te
 
 def score(tasks: list[Task], responses: list[str], scoring: Scoring, term: Term | None = None,
           truncated: list[bool] | None = None) -> list[Verdict]:
-    return score_batch(score_requests(tasks, responses, scoring, term, truncated))
+    """The verdicts of score_requests; a task whose own options name an endpoint or a secret gets an "error"
+    verdict instead, its verifier never called (rlvr.verifiers.row_options)."""
+    requests = score_requests(tasks, responses, scoring, term, truncated)
+    if term is not None and not term.uses_task_verifier:
+        return score_batch(requests)
+    return score_rows(requests, [task_problem(t.verifier_options, t.reference, scoring.verifier_options)
+                                 for t in tasks])
 
 
 def encode_tasks(tokenizer, tasks: list[Task], template_kwargs: dict[str, Any] | None = None

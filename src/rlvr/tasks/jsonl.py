@@ -170,6 +170,13 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
     options = row.get("verifier_options")
     if options is not None and not isinstance(options, dict):
         raise fail("verifier_options", f"got {_kind(options)} (expected an object of options)")
+    if options or isinstance(reference, (dict, list)):
+        # deferred: importing rlvr.verifiers loads every verifier (sympy among them); plain rows skip it
+        from rlvr.verifiers.row_options import task_problem
+
+        problem = task_problem(options, reference)
+        if problem:
+            raise DataError(f"{loc}: {problem}")
     meta = row.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise fail("meta", f"got {_kind(meta)} (expected an object)")

@@ -173,7 +173,8 @@ def candidates(task: Task, want_correct: bool, rng: random.Random,
 def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str = "short",
                     default_verifier: str = "exact", near_miss: float = NEAR_MISS_SHARE) -> list[Task]:
     """``n`` judgement tasks from ``base_tasks`` (module docstring); deterministic in ``seed``."""
-    from rlvr.verifiers import ScoreRequest, Status, score_batch
+    from rlvr.verifiers import ScoreRequest, Status
+    from rlvr.verifiers.row_options import score_rows, task_problem
     from rlvr.verifiers.judge.precheck import visible
     from rlvr.verifiers.judge.prompts import build_messages, question_of
 
@@ -189,7 +190,8 @@ def judgement_tasks(base_tasks: list[Task], *, n: int, seed: int = 0, fmt: str =
     requests = [ScoreRequest(task.verifier or default_verifier, response, task.reference,
                              dict(task.verifier_options))
                 for task, _, cands in slots for _, response in cands]
-    verdicts = iter(score_batch(requests))
+    verdicts = iter(score_rows(requests, [task_problem(task.verifier_options, task.reference)
+                                          for task, _, cands in slots for _ in cands]))
     tasks: list[Task] = []
     for i, (task, want, cands) in enumerate(slots):
         decided = []

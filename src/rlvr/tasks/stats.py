@@ -58,7 +58,8 @@ def _lengths(texts: list[str], tokenizer) -> dict[str, dict[str, int]]:
 
 
 def _coverage(tasks: list[Task], default_verifier: str, self_check: int, seed: int) -> dict[str, Any]:
-    from rlvr.verifiers import UnknownVerifierError, get_verifier, verify
+    from rlvr.verifiers import ScoreRequest, UnknownVerifierError, get_verifier
+    from rlvr.verifiers.row_options import score_rows, task_problem
 
     by_name = Counter(task.verifier or default_verifier for task in tasks)
     out: dict[str, Any] = {}
@@ -73,8 +74,11 @@ def _coverage(tasks: list[Task], default_verifier: str, self_check: int, seed: i
         if registered and self_check and name not in NO_SELF_CHECK:
             mine = [t for t in tasks if (t.verifier or default_verifier) == name]
             sample = rng.sample(mine, min(self_check, len(mine)))
-            passed = sum(any(verify(name, response, t.reference, **t.verifier_options).score >= 1.0
-                             for response in _correct_responses(t, name)) for t in sample)
+            requests = [(i, ScoreRequest(name, response, t.reference, dict(t.verifier_options)),
+                         task_problem(t.verifier_options, t.reference))
+                        for i, t in enumerate(sample) for response in _correct_responses(t, name)]
+            verdicts = score_rows([r for _, r, _ in requests], [p for _, _, p in requests])
+            passed = len({i for (i, _, _), v in zip(requests, verdicts) if v.score >= 1.0})
             entry["reference_passes"] = {"checked": len(sample), "passed": passed}
         out[name] = entry
     return out

@@ -12,7 +12,14 @@ reference: one box, or a non-empty list of boxes.
 Extraction: boxes are read from the content of the LAST ``<answer>...</answer>`` section when the response has one
 that contains a box (an unclosed final ``<answer>`` runs to the end), else from the whole response. A box is four
 comma-separated numbers in brackets or parentheses: ``[10, 20, 30, 40]`` (also inside JSON such as
-``[[10,20,30,40]]`` or ``{"bbox_2d": [10,20,30,40]}``) or ``(10, 20, 30, 40)``, or two points ``(10,20),(30,40)``.
+``[[10,20,30,40]]`` or ``{"bbox_2d": [10,20,30,40]}``) or ``(10, 20, 30, 40)``; or two corner points, each
+``(x, y)`` or ``[x, y]``, next to each other (with a comma, semicolon, "to", "and", a dash or an arrow between):
+``(10,20),(30,40)``, ``[[10,20],[30,40]]``, ``[(10,20),(30,40)]``, ``from (10,20) to (30,40)``, Qwen-VL's
+``<|box_start|>(10,20),(30,40)<|box_end|>``. Unlabelled points are the top-left corner, then the bottom-right one.
+Points labelled with their corners (``top-left (10,20) bottom-right (30,40)``, ``Top left: (10, 20), bottom
+right: (30, 40)``, ``the bottom-right corner is at (30, 40) and the top-left corner is at (10, 20)``, also
+``upper``/``lower``, or the other two corners ``top-right`` and ``bottom-left``) make the box they span, in either
+order; two labels that do not name opposite corners make no box.
 A box with x2 <= x1 or y2 <= y1 (or a non-finite number) is invalid and ignored; if no valid box remains the verdict is
 "undecidable", reason "no_valid_box" ("no_box_found" if nothing box-like was there). Exact duplicates of a predicted
 box are counted once (a model restating its answer is not guessing twice).
@@ -60,14 +67,17 @@ from rlvr.verifiers.base import Status, Verdict
 from rlvr.verifiers.registry import register_verifier
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_BOX = re.compile(
-    rf"""
-      [\[(][ \t]*(?P<a>{_NUM})[ \t]*,\s*(?P<b>{_NUM})[ \t]*,\s*(?P<c>{_NUM})[ \t]*,\s*(?P<d>{_NUM})\s*[\])]
-    | \([ \t]*(?P<p>{_NUM})[ \t]*,[ \t]*(?P<q>{_NUM})[ \t]*\)[ \t]*(?:,[ \t]*)?
-      \([ \t]*(?P<r>{_NUM})[ \t]*,[ \t]*(?P<s>{_NUM})[ \t]*\)
-    """,
-    re.VERBOSE,
+_BOX = re.compile(rf"[\[(][ \t]*({_NUM})[ \t]*,\s*({_NUM})[ \t]*,\s*({_NUM})[ \t]*,\s*({_NUM})\s*[\])]")
+# A corner point "(x, y)" or "[x, y]", with the corner it names when a label comes right before it ("top-left
+# (10, 20)", "the bottom right corner is at [30, 40]").
+_POINT = re.compile(
+    rf"""(?:(?:the[ \t]+)?(?P<v>top|upper|bottom|lower)[ \t_-]*(?P<h>left|right)(?:[ \t_-]*corner)?
+         (?:[ \t_-]*(?:point|coordinates?))?[ \t]*(?::|=|is[ \t]+at|is|at)?[ \t]*)?
+         [\[(][ \t]*(?P<x>{_NUM})[ \t]*,[ \t]*(?P<y>{_NUM})[ \t]*[\])]""",
+    re.VERBOSE | re.IGNORECASE,
 )
+# What may stand between the two corners of one box: a comma or semicolon, "to", "and", a dash or an arrow.
+_BETWEEN = re.compile(r"[\s,;]*(?:(?:and|to|-+|–|—|→|->)[\s,;]*)?", re.IGNORECASE)
 _ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
 
 Box = tuple[float, float, float, float]
@@ -78,16 +88,44 @@ def _valid(box: Box) -> bool:
     return all(math.isfinite(v) for v in box) and x2 > x1 and y2 > y1
 
 
+def _corners(first: re.Match, second: re.Match) -> Box | None:
+    """The box of two corner points: as written (top-left, then bottom-right) when neither is labelled; from the
+    labels when both name opposite corners, in either order (top-right and bottom-left too); None when the labels
+    do not name opposite corners."""
+    x1, y1, x2, y2 = (float(first["x"]), float(first["y"]), float(second["x"]), float(second["y"]))
+    labels = [(m["v"], m["h"]) for m in (first, second)]
+    if labels == [(None, None)] * 2:
+        return x1, y1, x2, y2
+    if None in (labels[0][0], labels[1][0]):
+        return None
+    top = [v.lower() in ("top", "upper") for v, _ in labels]
+    left = [h.lower() == "left" for _, h in labels]
+    if top[0] == top[1] or left[0] == left[1]:
+        return None
+    return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)
+
+
 def find_boxes(text: str) -> list[Box]:
-    """Every box-like 4-tuple in ``text``, in order (valid or not)."""
-    boxes = []
+    """Every box-like 4-tuple in ``text``, in order (valid or not): four numbers in brackets or parentheses, or two
+    corner points next to each other (``(x1, y1), (x2, y2)``, ``[[x1, y1], [x2, y2]]``, ``top-left (x1, y1)
+    bottom-right (x2, y2)``)."""
+    found: list[tuple[int, Box]] = []
+    taken: list[tuple[int, int]] = []
     for m in _BOX.finditer(text):
-        parts = (m["a"], m["b"], m["c"], m["d"]) if m["a"] is not None else (m["p"], m["q"], m["r"], m["s"])
-        try:
-            boxes.append(tuple(float(p) for p in parts))
-        except (ValueError, OverflowError):  # pragma: no cover - the pattern only matches numbers
-            continue
-    return boxes
+        found.append((m.start(), tuple(float(v) for v in m.groups())))
+        taken.append(m.span())
+    points = [m for m in _POINT.finditer(text) if not any(a <= m.start("x") < b for a, b in taken)]
+    i = 0
+    while i + 1 < len(points):
+        first, second = points[i], points[i + 1]
+        if _BETWEEN.fullmatch(text, first.end(), second.start()):
+            box = _corners(first, second)
+            if box is not None:
+                found.append((first.start(), box))
+                i += 2
+                continue
+        i += 1
+    return [box for _, box in sorted(found, key=lambda item: item[0])]
 
 
 def _answer_section(text: str) -> str | None:

@@ -7,7 +7,8 @@ backoff, a concurrency limit, a reply cache and metrics.
 
 Every call has one wall-clock deadline that covers waiting for a slot, every attempt and every backoff; nothing
 a server does can hold the caller past it. Retried: connection errors, timeouts, 429 and 5xx replies. Not retried:
-other 4xx replies (a wrong model name or key does not get better). A reply body over ``max_reply_bytes`` is an error
+other 4xx replies (a wrong model name or key does not get better) and redirects, which are never followed (the
+request goes to the configured endpoint and nowhere else). A reply body over ``max_reply_bytes`` is an error
 (it is read in chunks and dropped at the cap); the reply text is cut to ``max_reply_chars``.
 """
 
@@ -68,7 +69,10 @@ class JudgeClient:
         self.max_retries, self.backoff_s = max(0, int(max_retries)), max(0.0, float(backoff_s))
         self.max_tokens, self.temperature = int(max_tokens), float(temperature)
         self.max_reply_chars, self.max_reply_bytes = int(max_reply_chars), int(max_reply_bytes)
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", max_retries=0, timeout=60.0)
+        # Redirects are not followed: the prompt and the response (and, to the same origin, the key) go to the
+        # configured endpoint only, and only its verdict counts.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "EMPTY", max_retries=0, timeout=60.0,
+                                     http_client=openai.DefaultHttpxClient(follow_redirects=False))
         self._retryable = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
                            openai.InternalServerError)
         self._status_error = openai.APIStatusError
