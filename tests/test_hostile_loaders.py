@@ -188,16 +188,9 @@ MISMATCHED = [
     (chat(IMAGE, TEXT), 2, r"shows 1 image\(s\) but field 'images' has 2"),
     ("<image><image>how many?", 1, r"shows 2 image\(s\) but field 'images' has 1"),
     ("<image>how many?", 3, r"shows 1 image\(s\) but field 'images' has 3"),
-    (chat(IMAGE, {"type": "text", "text": "<image> how many?"}), 1, r"shows 2 image\(s\) but field 'images' has 1"),
-    ("<image>how many?", 0, r"holds the image placeholder text '<image>' but the row has no images"),
-    ("what is <|image_pad|>?", 0, r"holds the image placeholder text '<\|image_pad\|>'"),
-    ([{"role": "system", "content": "<start_of_image>"}, {"role": "user", "content": "hi"}], 0,
-     r"holds the image placeholder text '<start_of_image>'"),
-    (chat({"type": "text", "text": "see <|image|>"}), 0, r"holds the image placeholder text '<\|image\|>'"),
     (chat(IMAGE, TEXT), 0, r"shows 1 image\(s\) but field 'images' has 0"),
-    # a chat prompt without image parts gets one per image, so placeholder text in it is one image too many
-    (chat({"type": "text", "text": "<image> how many?"}), 1, r"shows 2 image\(s\) but field 'images' has 1"),
-    ([{"role": "user", "content": "<|image_pad|>?"}], 2, r"shows 3 image\(s\) but field 'images' has 2"),
+    (chat(IMAGE, IMAGE, IMAGE, TEXT), 2, r"shows 3 image\(s\) but field 'images' has 2"),
+    ("<|image_pad|><|image_pad|><|image_pad|>", 2, r"shows 3 image\(s\) but field 'images' has 2"),
 ]
 
 
@@ -210,9 +203,14 @@ def test_placeholders_that_do_not_match_the_images_drop_the_row(tmp_path, prompt
     assert_dropped(tasks, warnings, 3, reason)
 
 
-# prompts whose images match: a placeholder per image, or none (the processor places them all before the text)
+# prompts whose images match: a placeholder per image, or none (the processor places them all before the text); a
+# placeholder spelled in chat text, or in a row without images, is plain text (rlvr.models.prompts escapes it)
 MATCHED = [("<image>how many?", 1), (chat(IMAGE, TEXT), 1), (chat(IMAGE, TEXT, IMAGE), 2), ("how many?", 2),
-           (chat(TEXT), 1), ("<|image_pad|> and <image>", 2), ("plain text", 0)]
+           (chat(TEXT), 1), ("<|image_pad|> and <image>", 2), ("plain text", 0),
+           ("<image>how many?", 0), ("what is <|image_pad|>?", 0), (chat({"type": "text", "text": "see <|image|>"}), 0),
+           ([{"role": "system", "content": "<start_of_image>"}, {"role": "user", "content": "hi"}], 0),
+           (chat(IMAGE, {"type": "text", "text": "<image> how many?"}), 1),
+           (chat({"type": "text", "text": "<image> how many?"}), 1), ([{"role": "user", "content": "<|image_pad|>?"}], 2)]
 
 
 @pytest.mark.parametrize("prompt, count", MATCHED)

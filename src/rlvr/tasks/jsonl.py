@@ -24,8 +24,8 @@ _PROMPT_EXPECTED = "expected a string or a list of chat messages"
 _MESSAGE_EXPECTED = "expected an object with string 'role' and 'content'"
 _PART_EXPECTED = "expected {'type': 'text', 'text': ...} or {'type': 'image'}"
 _IMAGES_EXPECTED = "expected a list of image file paths (relative to the data file) or encoded images"
-# Text that VLM processors read as an image placeholder (LLaVA, Qwen2-VL, Llama 3.2 Vision, Gemma 3): in a prompt it
-# stands for one of the row's images, so its count must match them, and a row without images may not hold it.
+# Text that VLM processors read as an image placeholder (LLaVA, Qwen2-VL, Llama 3.2 Vision, Gemma 3): in a plain-text
+# prompt with images it stands for one of the row's images, so its count must match them.
 IMAGE_PLACEHOLDERS = ("<image>", "<|image_pad|>", "<|image|>", "<start_of_image>")
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "ipython", "function")  # what chat templates render
 
@@ -193,13 +193,11 @@ def _task_from_row(row: dict[str, Any], loc: str, default_id: str, fields: tuple
 
     images = check_images(row["images"], base, lambda problem: drop("images", problem)) \
         if row.get("images") is not None else ()
-    shown, written = image_parts(prompt), placeholder_text(prompt)
-    if written and not images:
-        raise drop(prompt_field, f"holds the image placeholder text {written[0]!r} but the row has no images (a "
-                                 "vision-language model's processor would read it as an image that is not there)")
-    # chat messages without image parts get one part per image (rlvr.models.prompts), beside any placeholder text
-    placed = len(written) + (shown or (0 if isinstance(prompt, str) else len(images)))
-    if (shown or written) and placed != len(images):
+    # As the encoder places images (rlvr.models.prompts.encode_multimodal): plain text by its image token (none: all
+    # before the text), chat messages by {"type": "image"} parts (none: one per image); text in chat messages, and in
+    # rows without images, is tokenized as plain text, so a placeholder spelled there is no image.
+    placed = len(placeholder_text(prompt)) if isinstance(prompt, str) else image_parts(prompt)
+    if images and placed and placed != len(images) or not images and not isinstance(prompt, str) and placed:
         raise drop(prompt_field, f"shows {placed} image(s) but field 'images' has {len(images)}")
 
     known = {prompt_field, reference_field, id_field, verifier_field, "verifier_options", "meta", "env", "env_options",
