@@ -2,6 +2,7 @@
 
     python examples/minimal_grpo.py                  # warm start, then 30 GRPO steps on 2-digit additions
     python examples/minimal_grpo.py --steps 3        # a smoke run
+    python examples/minimal_grpo.py --model DIR      # a model folder of your own (no warm start)
 
 The pieces are the ones `rlvr train` is built from: a generation engine (rlvr.rollout), a verifier (rlvr.verifiers),
 an advantage estimator and a policy loss (rlvr.algos). What `rlvr train` adds around this loop (old log-probs reused
@@ -17,7 +18,7 @@ import random
 import torch
 
 from rlvr.algos import advantages, losses
-from rlvr.models import TinySpec, build_tiny_model
+from rlvr.models import TinySpec, build_tiny_model, load_model
 from rlvr.rollout import RolloutBatch, SamplingParams, build_engine
 from rlvr.tasks.arithmetic import ArithmeticSpec, all_problems
 from rlvr.train import sft
@@ -70,6 +71,7 @@ def grpo_step(model, optimizer, engine, tokenizer, tasks, args) -> float:
 def main(argv: list[str] | None = None) -> list[float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="GRPO steps")
+    parser.add_argument("--model", help="a Hugging Face model folder (default: the demo's tiny model, warm-started)")
     parser.add_argument("--sft-steps", type=int, default=500, help="supervised warm-start steps (the demo's)")
     parser.add_argument("--prompts", type=int, default=32, help="prompts per step")
     parser.add_argument("--group-size", type=int, default=16, help="responses per prompt (G)")
@@ -79,11 +81,14 @@ def main(argv: list[str] | None = None) -> list[float]:
 
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    model, tokenizer = build_tiny_model(MODEL, seed=args.seed)
     train_tasks = all_problems(TASKS, "train")
-    # a short supervised warm start, so that some answers are right and GRPO has signal (as `rlvr demo` does)
-    sft(model, tokenizer, [(t.prompt, t.reference) for t in train_tasks], steps=args.sft_steps, batch_size=64,
-        lr=1e-3, seed=args.seed, progress=False)
+    if args.model:
+        model, tokenizer = load_model(args.model)
+    else:
+        model, tokenizer = build_tiny_model(MODEL, seed=args.seed)
+        # a short supervised warm start, so that some answers are right and GRPO has signal (as `rlvr demo` does)
+        sft(model, tokenizer, [(t.prompt, t.reference) for t in train_tasks], steps=args.sft_steps, batch_size=64,
+            lr=1e-3, seed=args.seed, progress=False)
 
     engine = build_engine("hf", model, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)

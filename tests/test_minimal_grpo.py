@@ -26,6 +26,14 @@ def test_minimal_grpo_runs_three_steps_as_a_program():
     assert len(rewards) == 3 and all(0.0 <= r <= 1.0 for r in rewards)
 
 
+def test_minimal_grpo_trains_a_model_folder(tmp_path):
+    from rlvr.models import save_tiny_model
+
+    folder = save_tiny_model(tmp_path / "tiny")
+    rewards = run_example("--model", str(folder), "--steps", "2", "--prompts", "2", "--group-size", "2", timeout=600)
+    assert len(rewards) == 2
+
+
 def test_minimal_grpo_update_is_the_clipped_ppo_step():
     """One step of the example moves the weights as the spelled-out gradient of its loss says: the first update's
     ratio is 1, so the loss is -mean(A) over the masked tokens and its gradient that of -mean(A * logp)."""
