@@ -110,6 +110,16 @@ HONEST = [  # (question, reference, response)
     ("What does &amp; encode?", "&", "It encodes the ampersand &."),
     ("What is x if 2x + 1 = 5?", "2", "2x + 1 = 5, so x = 2"),
     ("Which team won 2:1?", "Ajax", "Ajax won 2:1."),
+    # digits in answer containers after a word: a disguise reading that drops stray digits must not empty them
+    ("Solve for x: 3x - 7 = 11.", "6", "3x = 18, so x = 6. \\boxed{6}"),
+    ("How many sides does a hexagon have?", "6", "A hexagon has six sides. \\boxed{6}"),
+    ("What is 2^10?", "1024", "2^10 = 1024, so \\boxed{1024}"),
+    ("Solve 4y = 8.", "2", "4y = 8 gives y = 2: <answer>2</answer>"),
+    ("What is 9 - 2?", "7", "The answer is:\n\\fbox{7}"),
+    ("What is 9 - 2?", "7", "The answer is \\boxed{7}"),
+    ("What is 1 + 1?", "2", "<answer>2</answer>"),
+    ("What is f(3) if f(x) = x + 1?", "4", "f(3) = 4"),
+    ("Which item?", "[3]", "Item [3]."),
 ]
 
 

@@ -328,9 +328,11 @@ def _bare_kind(words: list[str], sk: str, question_sk: str, reference_words: lis
     return "verdict_only"
 
 
-def _says_nothing(sk: str, question_sk: str, reference_words: list[str]) -> str | None:
-    """The checks of one reading of the response: openers, templates, grader talk, verdicts, an empty answer."""
-    if _answer_containers_empty(sk):
+def _says_nothing(sk: str, question_sk: str, reference_words: list[str], *, disguised: bool = False) -> str | None:
+    """The checks of one reading of the response: openers, templates, grader talk, verdicts, an empty answer. A
+    ``disguised`` reading (digits dropped or read as letters) is not asked whether its answer is empty: undoing a
+    disguise empties "\\boxed{6}" of its honest digit, and an empty answer needs no disguise."""
+    if not disguised and _answer_containers_empty(sk):
         return "empty_answer"
     plain = _LIST_MARK.sub(" ", _STEP_NUMBER.sub(" ", _PERFECT_SCORE.sub(" perfectscore ", _TAG.sub(" ", sk))))
     plain = _LATEX_WORD.sub(" ", plain)
@@ -347,7 +349,7 @@ def _says_nothing(sk: str, question_sk: str, reference_words: list[str]) -> str 
         return "grading_template"
     if kind:
         return kind
-    if _marker_points_at_nothing(sk) and not _has_all(words, reference_words):
+    if not disguised and _marker_points_at_nothing(sk) and not _has_all(words, reference_words):
         return "empty_answer"
     return None
 
@@ -396,8 +398,10 @@ def _unleet(sk: str) -> list[str]:
 
 
 # A stray digit stuck to a word by punctuation alone ("Correct!!1", "1.Correct"); "Answer: 1" and "Correct 1" are
-# left alone (a label, or a space, may introduce an answer).
-_STRAY_DIGIT = re.compile(r"(?<=[^\W\d_])([^\w\s:=]*)\d(?![\w.,]?\d)|(?<![\w.,])\d(?!\d)(?=[^\w\s:=]*[^\W\d_])")
+# left alone (a label, or a space, may introduce an answer), and so is a digit in brackets, braces or tags
+# ("\\boxed{7}", "<answer>2</answer>", "f(3)"): a container holds an answer, it does not disguise a word.
+_STRAY_DIGIT = re.compile(r"(?<=[^\W\d_])([^\w\s:=(){}\[\]<>]*)\d(?![\w.,]?\d)"
+                          r"|(?<![\w.,(){}\[\]<>])\d(?!\d)(?=[^\w\s:=(){}\[\]<>]*[^\W\d_])")
 
 
 def disguise_readings(sk: str) -> list[str]:
@@ -495,8 +499,8 @@ def precheck(response: str, *, prompt: str | None = None, reference: str | None 
         return "empty"
     question_sk = skeleton(prompt) if isinstance(prompt, str) else ""
     reference_words = _words(skeleton(reference)) if isinstance(reference, str) else []
-    for reading in disguise_readings(sk):
-        why = _says_nothing(reading, question_sk, reference_words)
+    for i, reading in enumerate(disguise_readings(sk)):
+        why = _says_nothing(reading, question_sk, reference_words, disguised=i > 0)
         if why is not None:
             return why
     if question_sk.strip():
