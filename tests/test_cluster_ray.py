@@ -96,6 +96,11 @@ def test_reward_worker_killed_mid_score_is_replaced(ray_cluster):
 
     requests = [ScoreRequest("math", f"The answer is \\boxed{{{i + (i % 3 == 0)}}}", str(i)) for i in range(12)]
     expected = [i % 3 != 0 for i in range(12)]
+    # the victim's share opens with a program that runs for a second, so the kill lands while it scores (a share of
+    # string-equal math verdicts alone could be done, and its result kept by the driver, before the kill)
+    requests[0] = ScoreRequest("code", "```python\nimport time\ntime.sleep(1.0)\ndef f():\n    return 1\n```",
+                               {"language": "python", "tests": ["assert f() == 1"]}, {"timeout_s": 30})
+    expected[0] = True
     pool = RewardPool(2)
     try:
         victim = pool.worker_pids()[0]
