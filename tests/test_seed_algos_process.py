@@ -415,3 +415,17 @@ def test_token_baseline_counts_steps_as_the_released_code(ends, lengths, index):
             step[i, c] = values.pop()
     index = torch.tensor(index)
     close(pure_baseline(step, end_mask, mask, index, "token"), _released_token_baseline(step, end_mask, mask, index))
+
+
+@pytest.mark.parametrize("correct, means, counts, penalty, kept", [
+    # released score 2 (m - 0.5) - penalty: the one-step correct rollout at 0.9 scores -0.2, the one at 0.3 -0.4
+    ([1, 1, 0, 0], [0.9, 0.3, 0.1, 0.2], [1, 5, 5, 5], 1.0, [0, 2]),
+    # incorrect: -2 (m - 0.5) - penalty; the 40-step one at 0.1 scores 0.8 - 0.8 = 0.0, the one at 0.6 -0.2 goes
+    ([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.6], [5, 5, 40, 5], 0.8, [0, 2]),
+    # a penalty above twice the gap always decides: 0.9 - 0.3 = 0.6, x 2 = 1.2 < 1.3
+    ([1, 1, 0, 0], [0.9, 0.3, 0.1, 0.2], [1, 5, 5, 5], 1.3, [1, 2]),
+    # step values need not lie in [0, 1] (arith_steps gives -1 / 1): the centring shifts, the order stays
+    ([1, 1, 1, 0], [1.0, -1.0, 0.0, -1.0], [40, 5, 5, 5], 3.0, [2, 3]),
+])
+def test_prof_penalty_weighs_against_the_doubled_centred_score(correct, means, counts, penalty, kept):
+    assert prof_keep([bool(c) for c in correct], means, remove=2, step_counts=counts, step_penalty=penalty) == kept
