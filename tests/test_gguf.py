@@ -275,3 +275,12 @@ def test_a_model_transformers_marks_as_gguf_quantized_becomes_plain(tiny_files, 
     plain.save_pretrained(tmp_path / "saved")
     torch.testing.assert_close(_logits(AutoModelForCausalLM.from_pretrained(tmp_path / "saved")), _logits(reference),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_the_manifest_names_the_lean_sampler_for_a_gguf_llama(tiny_files):
+    from rlvr.config import config_from_dict
+    from rlvr.rollout.llama_decoder import planned_sampler
+
+    path, _ = tiny_files[Q.F16]
+    cfg = config_from_dict({"model": {"path": str(path)}, "data": {"train": "arithmetic:train"}})
+    assert planned_sampler(cfg) == "lean"
