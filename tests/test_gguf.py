@@ -7,19 +7,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import gguf  # the dev extra installs it (rlvr[gguf])
 import numpy as np
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-gguf = pytest.importorskip("gguf", reason="the dev extra installs gguf (rlvr[gguf])")
-
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
-from transformers.convert_slow_tokenizer import bytes_to_unicode  # noqa: E402
-
-from rlvr.cli import main  # noqa: E402
-from rlvr.errors import MissingDependency, UserError  # noqa: E402
-from rlvr.models import load_model  # noqa: E402
-from rlvr.models.loading import load_tokenizer  # noqa: E402
+from rlvr.cli import main
+from rlvr.errors import MissingDependency, UserError
+from rlvr.models import load_model
+from rlvr.models.loading import load_tokenizer
 
 TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
