@@ -54,7 +54,7 @@ def _store(kind, array: np.ndarray):
     return packed, gguf.quants.dequantize(packed, kind).astype(np.float32)
 
 
-def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0) -> LlamaForCausalLM:
+def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0, drop: str = "") -> LlamaForCausalLM:
     """A random tiny llama written to ``path`` with its 2-D weights stored as ``kind``; returns the reference model
     holding exactly the weights a reader of the file recovers (its quantization error included)."""
     vocab = _vocab()
@@ -95,7 +95,7 @@ def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0) 
     state = reference.state_dict()
     recovered = {}
     for hf, gg in names.items():
-        if hf not in state or (tie and hf == "lm_head.weight"):
+        if hf not in state or (tie and hf == "lm_head.weight") or gg == drop:
             continue
         weight = state[hf].numpy().astype(np.float32)
         heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}.get(hf.split(".")[-2])
@@ -229,7 +229,14 @@ def _truncated(path: Path, good: Path) -> None:
     path.write_bytes(good.read_bytes()[:200])
 
 
+def _missing_weight(name: str):
+    return lambda path, good: write_tiny_gguf(path, drop=name)
+
+
 BAD_FILES = {
+    "no output_norm": _missing_weight("output_norm.weight"),
+    "no layer-1 ffn_up": _missing_weight("blk.1.ffn_up.weight"),
+    "no token_embd": _missing_weight("token_embd.weight"),
     "empty": lambda path, good: path.write_bytes(b""),
     "text": lambda path, good: path.write_text("this is not a model\n"),
     "wrong magic": lambda path, good: path.write_bytes(b"GGML" + good.read_bytes()[4:]),

@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -83,18 +84,39 @@ def _plain(model, dtype: torch.dtype):
     return plain.eval()
 
 
+@contextmanager
+def _quiet():
+    """transformers' logging at error level and its GGUF reader's progress bar off: the load report would list
+    what rlvr reports itself as one line (missing weights), and the bar is a plain tqdm no setting turns off."""
+    from transformers.utils import logging as hf_logging
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as reader
+    except ImportError:
+        reader = None
+    bar = getattr(reader, "tqdm", None)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    if bar is not None:
+        reader.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar is not None:
+            reader.tqdm = bar
+
+
 def load_gguf(file: str | Path, *, dtype: str = "float32"):
     """(model, tokenizer) of a GGUF file: a plain transformers model of its architecture, every weight
     dequantized to ``dtype``, and the tokenizer (with its chat template) the file carries."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     from rlvr.models.loading import DTYPES
 
     file = Path(file)
     _require_gguf(file)
     architecture = _read_header(file)
-    hf_logging.disable_progress_bar()
     options = {}
     try:
         from transformers import GgufConfig
@@ -103,12 +125,19 @@ def load_gguf(file: str | Path, *, dtype: str = "float32"):
     except (ImportError, TypeError):  # older transformers dequantize GGUF weights anyway
         pass
     try:
-        tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
-        model = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=DTYPES[dtype], **options)
+        with _quiet():
+            tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+            model, info = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=DTYPES[dtype],
+                                                               output_loading_info=True, **options)
     except (ValueError, KeyError, NotImplementedError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(f"model.path: {file} (GGUF architecture {architecture!r}) cannot be loaded by transformers: "
                         f"{reason[:300]}") from None
+    # a weight the file lacks would be left at its random initialisation: never train such a model unnoticed
+    missing = sorted(set(info.get("missing_keys") or ()))
+    if missing:
+        raise UserError(f"model.path: {file} lacks {len(missing)} weight(s) of its {architecture} model "
+                        f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return _plain(model, DTYPES[dtype]), tokenizer
