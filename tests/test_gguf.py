@@ -54,9 +54,11 @@ def _store(kind, array: np.ndarray):
     return packed, gguf.quants.dequantize(packed, kind).astype(np.float32)
 
 
-def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0, drop: str = "") -> LlamaForCausalLM:
+def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0, spoil=None) -> LlamaForCausalLM:
     """A random tiny llama written to ``path`` with its 2-D weights stored as ``kind``; returns the reference model
-    holding exactly the weights a reader of the file recovers (its quantization error included)."""
+    holding exactly the weights a reader of the file recovers (its quantization error included). ``spoil`` maps a
+    GGUF tensor name to None (left out of the file) or to a function of the array written in its place."""
+    spoil = spoil or {}
     vocab = _vocab()
     config = _config(len(vocab), tie)
     torch.manual_seed(seed)
@@ -95,17 +97,18 @@ def write_tiny_gguf(path: Path, kind=Q.F32, *, tie: bool = True, seed: int = 0, 
     state = reference.state_dict()
     recovered = {}
     for hf, gg in names.items():
-        if hf not in state or (tie and hf == "lm_head.weight") or gg == drop:
+        if hf not in state or (tie and hf == "lm_head.weight") or (gg in spoil and spoil[gg] is None):
             continue
         weight = state[hf].numpy().astype(np.float32)
         heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}.get(hf.split(".")[-2])
         if heads:
             weight = _rotary_interleave(weight, heads)
-        data, back = _store(kind if weight.ndim == 2 else Q.F32, weight)
+        data, back = _store(kind if weight.ndim == 2 else Q.F32, spoil.get(gg, lambda w: w)(weight))
         writer.add_tensor(gg, data, raw_dtype=kind if data.dtype == np.uint8 else None)
         if heads:
             back = _rotary_interleave(back, heads, undo=True)
-        recovered[hf] = torch.from_numpy(np.ascontiguousarray(back))
+        if gg not in spoil:
+            recovered[hf] = torch.from_numpy(np.ascontiguousarray(back))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -229,14 +232,16 @@ def _truncated(path: Path, good: Path) -> None:
     path.write_bytes(good.read_bytes()[:200])
 
 
-def _missing_weight(name: str):
-    return lambda path, good: write_tiny_gguf(path, drop=name)
+def _spoilt(name: str, change=None):
+    return lambda path, good: write_tiny_gguf(path, spoil={name: change})
 
 
 BAD_FILES = {
-    "no output_norm": _missing_weight("output_norm.weight"),
-    "no layer-1 ffn_up": _missing_weight("blk.1.ffn_up.weight"),
-    "no token_embd": _missing_weight("token_embd.weight"),
+    "no output_norm": _spoilt("output_norm.weight"),
+    "no layer-1 ffn_up": _spoilt("blk.1.ffn_up.weight"),
+    "no token_embd": _spoilt("token_embd.weight"),
+    "ffn_up of half width": _spoilt("blk.1.ffn_up.weight", lambda w: np.ascontiguousarray(w[:, :32])),
+    "attn_v with extra rows": _spoilt("blk.0.attn_v.weight", lambda w: np.concatenate([w, w])),
     "empty": lambda path, good: path.write_bytes(b""),
     "text": lambda path, good: path.write_text("this is not a model\n"),
     "wrong magic": lambda path, good: path.write_bytes(b"GGML" + good.read_bytes()[4:]),

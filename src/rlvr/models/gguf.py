@@ -95,14 +95,17 @@ def _quiet():
     except ImportError:
         reader = None
     bar = getattr(reader, "tqdm", None)
-    verbosity = hf_logging.get_verbosity()
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     if bar is not None:
         reader.tqdm = lambda iterable, *args, **kwargs: iterable
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
         if bar is not None:
             reader.tqdm = bar
 
@@ -129,8 +132,10 @@ def load_gguf(file: str | Path, *, dtype: str = "float32"):
             tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
             model, info = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=DTYPES[dtype],
                                                                output_loading_info=True, **options)
-    except (ValueError, KeyError, NotImplementedError) as err:
+    except (ValueError, KeyError, NotImplementedError, RuntimeError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "ignore_mismatched_sizes" in reason:
+            reason = "a tensor's shape differs from the one its header's dimensions give"
         raise UserError(f"model.path: {file} (GGUF architecture {architecture!r}) cannot be loaded by transformers: "
                         f"{reason[:300]}") from None
     # a weight the file lacks would be left at its random initialisation: never train such a model unnoticed
