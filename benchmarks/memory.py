@@ -106,7 +106,7 @@ trainer = GRPOTrainer(
     model=model, processing_class=tokenizer,
     reward_funcs=[exact_first_line], args=config, train_dataset=datasets.Dataset.from_list(rows),
     peft_config=LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                           target_modules=lora["target_modules"], task_type="CAUSAL_LM"),
+                           target_modules=lora["target_modules"], task_type="CAUSAL_LM") if lora else None,
     callbacks=[timer],
 )
 trainer.train()

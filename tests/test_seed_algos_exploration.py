@@ -262,3 +262,25 @@ def test_empg_with_equal_step_entropies_keeps_the_advantage_and_adds_the_bonus()
 def test_ace_leaves_zero_and_positive_advantages_alone_whatever_the_confidence():
     adv = torch.tensor([[0.0, 0.0], [0.3, 0.3]], dtype=F64)
     assert torch.equal(cs.ace_penalty(adv, torch.tensor([50.0, 50.0], dtype=F64), alpha=2.0), adv)
+
+
+@pytest.mark.parametrize("log_ratio, adv, clip, dual_clip", [
+    (2.0, -1.0, 0.2, 3.0),  # r = 7.39, A < 0: a dual clip at 3 would cap -A r at 3
+    (1.5, -2.0, 1.0, 1.5),  # the recipe's clip 1.0/1.0: r = 4.48 beyond 2 and beyond c
+    (0.9, -0.5, 0.28, 2.0),
+    (3.0, 1.0, 0.2, 3.0),  # A > 0: no dual clip either way, PPO's clip
+])
+def test_clip_cov_ignores_dual_clip_as_verl_does(log_ratio, adv, clip, dual_clip):
+    """verl's compute_policy_loss_clip_cov takes max(-A r, -A clip(r, 1 - lo, 1 + hi)) and has no dual clip."""
+    logp = torch.tensor([[-1.0, -2.0]], dtype=F64)
+    old = logp - log_ratio
+    a = torch.full_like(logp, adv)
+    mask = torch.ones_like(logp)
+    per_token, _ = per_token_loss("clip_cov", logp, old, a, mask, clip_low=clip, clip_high=clip, dual_clip=dual_clip,
+                                  cov_lb=10.0, cov_ub=20.0)  # no token in the covariance band: none detached
+    r = math.exp(log_ratio)
+    expected = max(-adv * r, -adv * min(max(r, 1 - clip), 1 + clip))
+    close(per_token, [[expected, expected]])
+    ppo, _ = per_token_loss("ppo", logp, old, a, mask, clip_low=clip, clip_high=clip, dual_clip=dual_clip)
+    if adv < 0 and expected > -adv * dual_clip:
+        assert ppo.max().item() == pytest.approx(-adv * dual_clip)  # ppo does apply it

@@ -104,17 +104,18 @@ def _two_responses(length_a=4):
 def test_token_baseline_and_advantages_of_the_spec_example():
     step, ends, mask, index = _two_responses()
     adjusted = pure_baseline(step, ends, mask, index, "token")
-    close(adjusted[0, [1, 3]], [0.2, -0.5])  # b_A = 0.3 / 2 tokens = 0.15, 2 tokens per step
-    close(adjusted[1, 1], 0.15)  # b_B = 0.3 / 4 tokens = 0.075, 2 tokens
-    close(rcumsum(adjusted)[0], [-0.3, -0.3, -0.5, -0.5])
-    close(pure_advantages(adjusted, mask, ends)[0], [-0.3, 0.0, -0.5, 0.0])
+    # b_A = 0.3 / 2 tokens = 0.15; each step counts 1 token, its end token (where its reward sits) not counted
+    close(adjusted[0, [1, 3]], [0.35, -0.35])
+    close(adjusted[1, 1], 0.225)  # b_B = 0.3 / 4 tokens = 0.075, 1 token before the step's end
+    close(rcumsum(adjusted)[0], [0.0, 0.0, -0.35, -0.35])
+    close(pure_advantages(adjusted, mask, ends)[0], [0.0, 0.0, -0.35, 0.0])
 
 
 def test_step_baseline_differs_from_token_baseline_when_step_lengths_differ():
-    step, ends, mask, index = _two_responses(length_a=6)  # A's steps have 2 and 4 tokens
+    step, ends, mask, index = _two_responses(length_a=6)  # A's steps have 2 and 4 tokens, 1 and 3 before their ends
     token = pure_baseline(step, ends, mask, index, "token")
-    close(token[0, [1, 5]], [0.5 - 0.15 * 2, -0.2 - 0.15 * 4])
-    close(token[1, 1], 0.3 - 0.05 * 2)  # b_B = 0.3 / 6
+    close(token[0, [1, 5]], [0.5 - 0.15 * 1, -0.2 - 0.15 * 3])
+    close(token[1, 1], 0.3 - 0.05 * 1)  # b_B = 0.3 / 6
     per_step = pure_baseline(step, ends, mask, index, "step")
     close(per_step[0, [1, 5]], [0.2, -0.5])  # b_A = mean of B's per-step reward = 0.3
     close(per_step[1, 1], 0.15)  # b_B = (0.5 - 0.2) / 2 steps
@@ -154,15 +155,16 @@ def _single_step_group():
 
 
 def test_pure_estimator_end_to_end():
-    """One step each: min form keeps r; token baselines 0.3/2 and 0.5/4 -> A -0.1, B 0.05; VR [1, -1] x 1.0 on the
-    last token; returns [0.9] x 4 and [-0.95] x 2; the step ends (here the last tokens) get 0."""
+    """One step each: min form keeps r; token baselines 0.3/2 and 0.5/4 per token before the step's end (3 and 1
+    tokens) -> A 0.5 - 0.45 = 0.05, B 0.3 - 0.125 = 0.175; VR [1, -1] x 1.0 on the last token; returns [1.05] x 4 and
+    [-0.825] x 2; the step ends (here the last tokens) get 0."""
     rewards, index, mask, process, ends = _single_step_group()
     adv = advantages.compute("pure", rewards, index, mask, process_rewards=process, step_end=ends, whiten=False)
-    close(adv, [[0.9, 0.9, 0.9, 0.0], [-0.95, 0.0, 0.0, 0.0]])
-    # the released replay buffer whitens the advantages over the tokens that are not step ends: 3 x 0.9, -0.95
+    close(adv, [[1.05, 1.05, 1.05, 0.0], [-0.825, 0.0, 0.0, 0.0]])
+    # the released replay buffer whitens the advantages over the tokens that are not step ends: 3 x 1.05, -0.825
     whitened = advantages.compute("pure", rewards, index, mask, process_rewards=process, step_end=ends)
-    std = math.sqrt((3 * 0.4625**2 + 1.3875**2) / 4)  # mean 0.4375, population std 0.801074 (+ epsilon 1e-6)
-    close(whitened, [[0.4625 / (std + 1e-6)] * 3 + [0.0], [-1.3875 / (std + 1e-6), 0.0, 0.0, 0.0]])
+    std = math.sqrt((3 * 0.46875**2 + 1.40625**2) / 4)  # mean 0.58125, population std 0.811899 (+ epsilon 1e-6)
+    close(whitened, [[0.46875 / (std + 1e-6)] * 3 + [0.0], [-1.40625 / (std + 1e-6), 0.0, 0.0, 0.0]])
     assert whitened[0, 0].item() == pytest.approx(1 / math.sqrt(3), abs=1e-5)
 
 
@@ -190,11 +192,11 @@ def test_pure_temperature_reaches_the_min_form():
 def test_pure_options_vr_coef_threshold_and_token_rewards():
     rewards, index, mask, process, ends = _single_step_group()
     kw = dict(process_rewards=process, step_end=ends, whiten=False)
-    close(advantages.compute("pure", rewards, index, mask, vr_coef=0.0, **kw)[0, :3], [-0.1] * 3)
+    close(advantages.compute("pure", rewards, index, mask, vr_coef=0.0, **kw)[0, :3], [0.05] * 3)
     scored = torch.tensor([0.9, 0.4], dtype=F64)  # solved is reward > 0.5
     close(advantages.compute("pure", scored, index, mask, **kw), advantages.compute("pure", rewards, index, mask, **kw))
     kl = torch.tensor([[-0.01, -0.02, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], dtype=F64)
-    close(advantages.compute("pure", rewards, index, mask, token_rewards=kl, **kw)[0, :3], [0.87, 0.88, 0.9])
+    close(advantages.compute("pure", rewards, index, mask, token_rewards=kl, **kw)[0, :3], [1.02, 1.03, 1.05])
 
 
 def test_pure_needs_step_rewards_of_the_response_shape():
@@ -374,3 +376,56 @@ def test_prof_rejects_mismatched_lengths():
         prof_keep([True, False], [0.1])
     with pytest.raises(ValueError, match="remove"):
         prof_keep([True, False], [0.1, 0.2], remove=-1)
+
+
+def _released_token_baseline(step, ends, mask, index):
+    """The released token baseline spelled out per row as the authors' code builds it (CJReinforce/PURE 41f9363,
+    experience_maker.py): score_ids = step end column + 1 (the last step ends at the eos), num_tokens_per_step =
+    j - 1 for the first step and j - j_prev - 1 after it, minus (the others' reward sum / their total length) x that."""
+    out = step.clone()
+    totals = [float(step[i][ends[i]].sum()) for i in range(len(step))]
+    lengths = [int(mask[i].sum()) for i in range(len(step))]
+    for i in range(len(step)):
+        others = [k for k in range(len(step)) if k != i and index[k] == index[i]]
+        b = sum(totals[k] for k in others) / sum(lengths[k] for k in others) if others else 0.0
+        score_ids = [c + 1 for c in ends[i].nonzero().flatten().tolist()]
+        for idx, j in enumerate(score_ids):
+            tokens = j - 1 if idx == 0 else j - score_ids[idx - 1] - 1
+            out[i, j - 1] -= b * tokens
+    return out
+
+
+@pytest.mark.parametrize("ends, lengths, index", [
+    ([[1, 4], [0, 2]], [5, 3], [0, 0]),  # a one-token first step of B: nothing before its end
+    ([[2, 3, 6], [6], [1, 3]], [7, 7, 4], [0, 0, 0]),  # a step of one token after another step
+    ([[0], [3], [1, 5], [4]], [1, 4, 6, 5], [0, 0, 1, 1]),  # two groups; a one-token response
+    ([[2, 5, 8, 9], [9], [4, 9]], [10, 10, 10], [0, 0, 0]),
+])
+def test_token_baseline_counts_steps_as_the_released_code(ends, lengths, index):
+    width = max(lengths)
+    n = len(lengths)
+    mask = torch.zeros(n, width, dtype=B)
+    end_mask = torch.zeros(n, width, dtype=B)
+    step = torch.zeros(n, width, dtype=F64)
+    values = torch.linspace(-0.7, 0.9, sum(len(e) for e in ends), dtype=F64).tolist()
+    for i, (row_ends, length) in enumerate(zip(ends, lengths)):
+        mask[i, :length] = True
+        for c in row_ends:
+            end_mask[i, c] = True
+            step[i, c] = values.pop()
+    index = torch.tensor(index)
+    close(pure_baseline(step, end_mask, mask, index, "token"), _released_token_baseline(step, end_mask, mask, index))
+
+
+@pytest.mark.parametrize("correct, means, counts, penalty, kept", [
+    # released score 2 (m - 0.5) - penalty: the one-step correct rollout at 0.9 scores -0.2, the one at 0.3 -0.4
+    ([1, 1, 0, 0], [0.9, 0.3, 0.1, 0.2], [1, 5, 5, 5], 1.0, [0, 2]),
+    # incorrect: -2 (m - 0.5) - penalty; the 40-step one at 0.1 scores 0.8 - 0.8 = 0.0, the one at 0.6 -0.2 goes
+    ([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.6], [5, 5, 40, 5], 0.8, [0, 2]),
+    # a penalty above twice the gap always decides: 0.9 - 0.3 = 0.6, x 2 = 1.2 < 1.3
+    ([1, 1, 0, 0], [0.9, 0.3, 0.1, 0.2], [1, 5, 5, 5], 1.3, [1, 2]),
+    # step values need not lie in [0, 1] (arith_steps gives -1 / 1): the centring shifts, the order stays
+    ([1, 1, 1, 0], [1.0, -1.0, 0.0, -1.0], [40, 5, 5, 5], 3.0, [2, 3]),
+])
+def test_prof_penalty_weighs_against_the_doubled_centred_score(correct, means, counts, penalty, kept):
+    assert prof_keep([bool(c) for c in correct], means, remove=2, step_counts=counts, step_penalty=penalty) == kept

@@ -75,6 +75,16 @@ def test_cap_and_schedule_reach_the_top_up(max_extra, schedule):
     assert metrics["dars/extra_rollouts"] == sum(expected) - 32
 
 
+@pytest.mark.parametrize("use_std, added", [
+    (True, [5, 1, 0, 9]),  # the paper's std-normalised schedule: a = 0 taken as 1/16 -> 17 in all
+    (False, [11, 1, 0, 24]),  # the released scripts' (no std): 8 / (4 a (1 - a)) in all; a = 0: 27 more, capped at 24
+])
+def test_std_normalised_and_released_schedules(use_std, added):
+    _, _, out, metrics = run_dars(ExtraRollouts(24, "equal", use_std))
+    assert torch.bincount(out.batch.group_index).tolist() == [8 + n for n in added]
+    assert metrics["dars/extra_rollouts"] == sum(added)
+
+
 def test_no_hard_prompt_leaves_the_samples_alone():
     ctx = scripted_context(lambda text, call, j: "ok" if j % 2 else "no", n=4)
     first = ctx.generate(dars_tasks(), step=0)
@@ -158,7 +168,13 @@ def config(tmp_path, reward=None, **algo):
 def test_builders_follow_the_config(tmp_path):
     assert not {"dars", "prof"} & set(build_stages(config(tmp_path)))
     stage = build_stages(config(tmp_path, dars_max_extra=24, dars_schedule="hardness"))["dars"]
-    assert (stage.max_extra, stage.schedule) == (24, "hardness")
+    assert (stage.max_extra, stage.schedule, stage.use_std) == (24, "hardness", True)
+    stage = build_stages(config(tmp_path, dars_max_extra=24, dars_use_std=False))["dars"]
+    assert (stage.schedule, stage.use_std) == ("equal", False)
+    from rlvr.config import load_config
+
+    recipe = load_config(None, ["algo.recipe=dars", "model.path=m"]).algo
+    assert (recipe.dars_use_std, recipe.dars_max_extra, recipe.advantage) == (False, 24, "dr_grpo")
     with pytest.raises(UserError, match="reward.process"):
         build_stages(config(tmp_path, prof_filter=True))
     assert "prof" in build_stages(config(tmp_path, {"process": {"source": "arith_steps"}}, prof_filter=True))

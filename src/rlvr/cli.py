@@ -279,6 +279,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_convert_gguf(args: argparse.Namespace) -> int:
+    from rlvr.models.gguf import convert_gguf
+
+    out = convert_gguf(args.path, args.out)
+    print(f"convert gguf: wrote {out} (a Hugging Face model folder: use it as model.path)")
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from rlvr import audit
 
@@ -359,6 +367,12 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--merged", required=True, metavar="OUT", help="folder to write the merged model and tokenizer to")
     exp.set_defaults(func=_cmd_export)
 
+    conv = sub.add_parser("convert", help="turn another format into a Hugging Face model folder")
+    formats = conv.add_subparsers(dest="format", required=True)
+    cg = formats.add_parser("gguf", help="a GGUF file (llama.cpp), dequantized: model, tokenizer, generation config")
+    cg.add_argument("path", help="the .gguf file, or a folder holding exactly one")
+    cg.add_argument("out", help="the folder to write (must not exist, or be empty)")
+    cg.set_defaults(func=_cmd_convert_gguf)
     rec = sub.add_parser("recipes", help="list the algorithm recipes (algo.recipe=NAME) with their papers")
     rec.set_defaults(func=_cmd_recipes)
 

@@ -124,6 +124,7 @@ class AlgoConfig:
     expert_field: str = "expert"  # Task.meta key of the expert trace (else the hint_field solution)
     dars_max_extra: int = 0  # DARS: most extra rollouts given to a hard prompt (0 = off)
     dars_schedule: str = "equal"  # DARS top-up: "equal" (equal treatment) or "hardness" (hardness-weighted)
+    dars_use_std: bool = True  # DARS spread: the std-normalised (paper) schedule; false = without the std (released)
     prof_filter: bool = False  # PROF: drop rollouts whose step scores disagree with the outcome (needs reward.process)
     self_verify_per_step: int = 0  # RISE: answers of each step turned into verification tasks for the policy (0 = off)
     self_verify_template: str | None = None  # the verification prompt with {prompt} and {response} (None = RISE's wording)

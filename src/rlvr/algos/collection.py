@@ -113,11 +113,13 @@ def prof_keep(
     amazon-science/PROF-GRPO ``prof_grpo/prof_grpo_both/prof_ray_trainer.py``, ``filter_trajectories`` with the
     consistency score of ``compute_verify_step_level_score``).
 
-    Consistency score: +mean step value for a correct rollout, -mean step value for an incorrect one, minus
-    ``step_penalty`` when the rollout has fewer than ``min_steps`` or more than ``max_steps`` steps (only when
-    ``step_counts`` is given; the released script uses 10, 2 and 30). The released code centres the PRM values at
-    their batch mean and doubles them first; neither changes the order within a group's correct or incorrect
-    rollouts, which is all the rule uses.
+    Consistency score, as the released code computes it (commit 8164ec2): with m the mean step value,
+    2 (m - 0.5) for a correct rollout and -2 (m - 0.5) for an incorrect one (``compute_verify_step_level_score``
+    centres each step value at 0.5 and doubles it), minus ``step_penalty`` when the rollout has fewer than
+    ``min_steps`` or more than ``max_steps`` steps (only when ``step_counts`` is given; ``filter_trajectories``
+    uses 10, 2 and 30). The shift by 0.5 changes no order within a group's correct or incorrect rollouts, but the
+    doubling does against the penalty: on the scale of m the penalty weighs step_penalty / 2, so with
+    step_penalty=1 a penalised correct rollout at m = 0.9 (score -0.2) outranks an unpenalised one at m = 0.3 (-0.4).
 
     Rule: ``remove`` rollouts leave the group (default: half the group, the released setting of 4 out of 8).
     With delta = #correct - #incorrect, k+ = min(remove, round((delta + remove) / 2)) correct rollouts with the
@@ -139,7 +141,8 @@ def prof_keep(
         return list(range(n))
 
     def score(i: int) -> float:
-        s = float(step_means[i]) if correct[i] else -float(step_means[i])
+        centred = 2.0 * (float(step_means[i]) - 0.5)
+        s = centred if correct[i] else -centred
         if step_counts is not None and (step_counts[i] < min_steps or step_counts[i] > max_steps):
             s -= step_penalty
         return s

@@ -84,9 +84,13 @@ def clip_cov(logp, old_logp, advantages, response_mask, *, clip_low=0.2, clip_hi
 
     The random pick draws from ``generator`` when one is passed (a loss input); otherwise from a generator seeded
     by the ``seed`` loss option and a digest of the micro-batch, so a run and its resume pick the same tokens.
+    ``dual_clip`` (``algo.dual_clip``) is accepted and ignored: verl's ``compute_policy_loss_clip_cov`` (commit
+    b178a3c) takes max(-A r, -A clip(r)) with no dual-clip bound, and a dual clip would cap exactly the
+    negative-advantage tokens whose covariance this loss selects on.
     metrics: clip_frac (PPO's), cov_detached_frac (the share of valid tokens detached)."""
+    del dual_clip
     ppo_loss, metrics = losses.ppo(logp, old_logp, advantages, response_mask, clip_low=clip_low,
-                                   clip_high=clip_high, dual_clip=dual_clip)
+                                   clip_high=clip_high, dual_clip=None)
     m = response_mask.to(torch.bool)
     ratio = torch.exp(logp.detach() - old_logp)
     adv = advantages.to(ratio.dtype)

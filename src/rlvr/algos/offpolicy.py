@@ -156,8 +156,9 @@ def _mask_metrics(kept: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
 def seq_tis_weights(trainer_logp, rollout_logp, response_mask, *, cap: float = 2.0):
     """Sequence-level truncated importance sampling: every token of response i gets w_i = min(exp(S_i), C), the
     sequence ratio prod_t pi_trainer / pi_rollout truncated at C = ``cap`` (the "sequence" level of verl's rollout
-    correction, ``rollout_is=sequence`` with ``rollout_is_threshold``; docs/algo/rollout_corr_math.md there, after
-    Yao et al., 2025's token-level TIS). Unbiased up to the truncation, higher variance than token TIS.
+    correction, ``rollout_is="sequence"`` with ``rollout_is_threshold``, the same at verl commits 9b718e1 and
+    b178a3c, ``compute_rollout_correction_weights``; its optional ``rollout_is_batch_normalize``, off by default,
+    is not implemented; after Yao et al., 2025's token-level TIS). Unbiased up to the truncation, higher variance than token TIS.
     Metrics: mismatch/truncated_seq_frac, the responses whose ratio exceeded C."""
     if not cap > 0:
         raise ValueError(f"cap must be > 0, got {cap}")
@@ -172,22 +173,37 @@ def seq_tis_weights(trainer_logp, rollout_logp, response_mask, *, cap: float = 2
 @register_correction("seq_mask", low=None, high=2.0)
 def seq_mask_weights(trainer_logp, rollout_logp, response_mask, *, low: float | None = None, high: float = 2.0):
     """Sequence-level masking (rejection): weight 1 on every token of a response whose sequence ratio exp(S_i) lies
-    in [low, high], else 0 (verl's rollout correction ``rollout_rs=sequence``; low defaults to 1 / high)."""
+    in [low, high], else 0; low defaults to 1 / high. verl's earlier ``rollout_rs="sequence"`` (commit 9b718e1)
+    bounds exp(S) the same way; its current ``rollout_rs="seq_sum_k1"`` (commit b178a3c) bounds the sum of
+    k1 = -log k_t, the inverse ratio exp(-S), in [lower, upper]: the same band when low = 1 / high, and verl's
+    asymmetric [l, u] is low = 1 / u, high = 1 / l here."""
     low, high = _bounds(low, high)
     _, seq, _, valid = log_ratios(trainer_logp, rollout_logp, response_mask)
     kept = valid & _in_band(seq, low, high).unsqueeze(-1)
     return kept.to(trainer_logp.dtype), _mask_metrics(kept, valid)
 
 
-@register_correction("geo_mask", low=None, high=1.001)
-def geo_mask_weights(trainer_logp, rollout_logp, response_mask, *, low: float | None = None, high: float = 1.001):
+@register_correction("geo_mask", low=None, high=1.001, veto=None)
+def geo_mask_weights(trainer_logp, rollout_logp, response_mask, *, low: float | None = None, high: float = 1.001,
+                     veto: float | None = None):
     """Geometric sequence masking: weight 1 on every token of a response whose per-token geometric mean ratio
-    exp(G_i) = exp(S_i / |y_i|) lies in [low, high], else 0 (verl's rollout correction ``rollout_rs=geometric``,
-    whose geo_rs preset uses high = 1.001, low = 1 / high). Unlike the sequence ratio it does not grow with the
-    response length, so long responses are not masked for their length alone."""
+    exp(G_i) = exp(S_i / |y_i|) lies in [low, high], else 0. Unlike the sequence ratio it does not grow with the
+    response length, so long responses are not masked for their length alone. With ``veto`` (off by default), a
+    response with any valid token whose ratio k_t is below ``veto`` is masked too.
+
+    verl: its earlier API (commit 9b718e1, ``rollout_rs="geometric"``) bounds exp(G) itself, and its
+    ``decoupled_geo_rs`` preset is high = 1.001, low = 1 / high with ``rollout_token_veto_threshold=1e-4``: that
+    preset is ``{veto: 0.0001}`` here. Its current API (commit b178a3c, ``rollout_rs="seq_mean_k1"``, preset
+    threshold "0.999_1.001") bounds the mean of k1 = -log k_t, so the INVERSE ratio exp(-G) lies in [lower, upper]:
+    verl's band [l, u] is low = 1 / u, high = 1 / l here (the preset: 0.999001 and 1.001001), and it has no veto."""
     low, high = _bounds(low, high)
-    _, _, geo, valid = log_ratios(trainer_logp, rollout_logp, response_mask)
-    kept = valid & _in_band(geo, low, high).unsqueeze(-1)
+    d, _, geo, valid = log_ratios(trainer_logp, rollout_logp, response_mask)
+    keep_rows = _in_band(geo, low, high)
+    if veto is not None:
+        if not veto > 0:
+            raise ValueError(f"veto must be > 0, got {veto}")
+        keep_rows &= ~(valid & (d < math.log(veto))).any(-1)
+    kept = valid & keep_rows.unsqueeze(-1)
     return kept.to(trainer_logp.dtype), _mask_metrics(kept, valid)
 
 

@@ -79,8 +79,13 @@ def pure_baseline(step_rewards: torch.Tensor, step_end: torch.Tensor, response_m
     ``openrlhf/trainer/ppo_utils/experience_maker.py``, ``NaiveExperienceMaker.process_experiences``).
 
     kind="token" (the released script's ``--reward_baseline token``): b_i = sum of the other responses' step rewards
-    / their total length in tokens; step s of response i loses b_i x (tokens in step s). kind="step":
-    b_i = mean over the other responses of (their step-reward sum / their number of steps); every step loses b_i.
+    / their total length in tokens (every valid token); step s of response i loses b_i x (tokens in step s WITHOUT its
+    last token, the one its reward sits on), as the released code counts them: ``num_tokens_per_step`` is j - 1 for
+    the first step and j - j' - 1 after it, j the step's ``score_ids`` entry (its end token's index + 1), so a step
+    ending at token 1 counts 1 token, not 2 (CJReinforce/PURE commit 41f9363b8cc4af044b7fc5f7f9bbbf62139e9553,
+    ``openrlhf/trainer/ppo_utils/experience_maker.py``, ``make_experience`` and ``process_experiences``).
+    kind="step": b_i = mean over the other responses of (their step-reward sum / their number of steps); every step
+    loses b_i.
     """
     ends = step_end.to(torch.bool) & response_mask.to(torch.bool)
     r = step_rewards.masked_fill(~ends, 0.0)
@@ -91,7 +96,8 @@ def pure_baseline(step_rewards: torch.Tensor, step_end: torch.Tensor, response_m
         _, length_group, _ = group_stats(length, index)
         other_length = length_group - length
         b = torch.where(other_length > 0, (total_group - total) / other_length.clamp(min=1), torch.zeros_like(total))
-        return (r - b.unsqueeze(-1) * step_token_counts(ends, response_mask).to(r.dtype)).masked_fill(~ends, 0.0)
+        before_end = (step_token_counts(ends, response_mask) - 1).clamp(min=0).to(r.dtype)
+        return (r - b.unsqueeze(-1) * before_end).masked_fill(~ends, 0.0)
     if kind == "step":
         steps = ends.sum(-1).to(r.dtype)
         average = torch.where(steps > 0, total / steps.clamp(min=1), torch.zeros_like(total))

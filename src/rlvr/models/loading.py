@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from rlvr.errors import UserError
+from rlvr.models.gguf import converted_folder, gguf_file
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -32,12 +33,19 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt
                    "sentencepiece.bpe.model", "tokenizer_config.json")
 
 
+def model_folder(path: str | Path) -> Path:
+    """The Hugging Face folder model.path stands for: itself, or for a GGUF file (or a folder holding one) its
+    converted folder (rlvr.models.gguf.converted_folder)."""
+    found = gguf_file(path)
+    return converted_folder(found) if found is not None else Path(path)
+
+
 def load_tokenizer(path: str | Path):
-    """The tokenizer of a model folder (or of a LoRA checkpoint: its own if it saved one, else its base model's),
-    without loading any weights; a folder without tokenizer files is a clear error."""
-    folder = Path(path)
+    """The tokenizer of a model folder (or of a LoRA checkpoint: its own if it saved one, else its base model's;
+    or of a GGUF file), without loading any weights; a folder without tokenizer files is a clear error."""
+    folder = model_folder(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
+        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder or a .gguf file)")
     from rlvr.models.lora import adapter_base_path, is_adapter_folder
 
     if is_adapter_folder(folder) and not (folder / "config.json").is_file() \
@@ -85,10 +93,11 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
     """(model, tokenizer) from a local folder; a missing folder or one without a config is a clear error. A LoRA
     checkpoint (a folder with adapter_config.json) loads as its base model with the adapter applied. A
     vision-language model (config.json with a vision_config) loads with AutoModelForImageTextToText; its tokenizer
-    is its processor's, with the processor attached (rlvr.models.multimodal.processor_of)."""
-    folder = Path(path)
+    is its processor's, with the processor attached (rlvr.models.multimodal.processor_of). A GGUF file (or a
+    folder holding exactly one) loads as the plain model of its architecture, dequantized (rlvr.models.gguf)."""
+    folder = model_folder(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder)")
+        raise FileNotFoundError(f"model.path: {folder} is not a directory (expected a Hugging Face model folder or a .gguf file)")
     from rlvr.models.lora import adapter_base_path, is_adapter_folder, load_adapter
 
     if is_adapter_folder(folder) and not (folder / "config.json").is_file():

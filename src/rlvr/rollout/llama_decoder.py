@@ -359,10 +359,11 @@ def planned_sampler(cfg) -> str:
 
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from rlvr.models.loading import model_folder
     from rlvr.models.lora import adapter_base_path, is_adapter_folder
 
-    folder = Path(cfg.model.path)
     try:
+        folder = model_folder(cfg.model.path)  # a GGUF file's converted folder
         if is_adapter_folder(folder) and not (folder / "config.json").is_file():
             folder = Path(adapter_base_path(folder))
         config = AutoConfig.from_pretrained(folder)

@@ -8,12 +8,15 @@ so the advantages are computed on the enlarged group. A prompt no rollout solved
 a = 0.5 / n, as the released ``schedule_ET`` / ``schedule_HW`` do; the released trainer then drops the groups that
 are still all wrong or all right, which ``algo.dynamic_sampling`` does here when wanted.
 
-The schedule is the paper's, for GRPO's std-normalised advantage (``use_std``); the released scripts run without the
-std (``grpo_use_std=False``), which gives more extra rollouts for the same accuracy.
+``algo.dars_use_std`` picks the spread the schedule assumes: true (the default), the paper's, for GRPO's
+std-normalised advantage; false, the released scripts' (``+algorithm.grpo_use_std=False`` in yangzhch6/DARS
+``experiments/*.sh``, commit 9b21b71; ``schedule_ET(acc, N, N_max, std=False)``), which gives more extra rollouts
+for the same accuracy: n = 8, a prompt nothing solved gets 9 more with the std and ceil(26.1) = 27, capped at 24,
+without. ``algo.recipe=dars`` sets false, matching its advantage (r - group mean, no std).
 
 Accuracy is the mean verifier score of the group (scores clipped to [0, 1]); ``n`` is the group's size as this stage
 finds it. Config: ``algo.dars_max_extra`` (the cap on extra rollouts per prompt; 0 = off; the released scripts use
-n_max - n = 24), ``algo.dars_schedule`` (equal | hardness). Metrics: ``dars/extra_rollouts`` (rows added),
+n_max - n = 24), ``algo.dars_schedule`` (equal | hardness), ``algo.dars_use_std``. Metrics: ``dars/extra_rollouts`` (rows added),
 ``dars/hard_prompts`` (prompts topped up), ``dars/hard_prompt_positives_mean`` (correct rollouts per topped-up
 prompt, after the top-up), ``dars/rescued_prompts`` (prompts at a = 0 that the extra rollouts solved at least once).
 """
@@ -33,13 +36,13 @@ def accuracy(samples: ScoredSamples, rows: list[int]) -> float:
 
 
 class ExtraRollouts(CollectionStage):
-    def __init__(self, max_extra: int, schedule: str = "equal"):
-        self.max_extra, self.schedule = max_extra, schedule
+    def __init__(self, max_extra: int, schedule: str = "equal", use_std: bool = True):
+        self.max_extra, self.schedule, self.use_std = max_extra, schedule, use_std
 
     def run(self, samples: ScoredSamples, ctx: StageContext, step: int) -> tuple[ScoredSamples, dict[str, float]]:
         groups = group_rows(samples)
-        extra = {g: dars_extra(accuracy(samples, rows), len(rows), self.max_extra, self.schedule)
-                 for g, rows in groups.items()}
+        extra = {g: dars_extra(accuracy(samples, rows), len(rows), self.max_extra, self.schedule,
+                               use_std=self.use_std) for g, rows in groups.items()}
         hard = [g for g in groups if extra[g] > 0]
         metrics = {"dars/extra_rollouts": float(sum(extra[g] for g in hard)), "dars/hard_prompts": float(len(hard)),
                    "dars/hard_prompt_positives_mean": 0.0, "dars/rescued_prompts": 0.0}
@@ -63,4 +66,4 @@ class ExtraRollouts(CollectionStage):
 def _dars(cfg) -> ExtraRollouts | None:
     if not cfg.algo.dars_max_extra:
         return None
-    return ExtraRollouts(cfg.algo.dars_max_extra, cfg.algo.dars_schedule)
+    return ExtraRollouts(cfg.algo.dars_max_extra, cfg.algo.dars_schedule, cfg.algo.dars_use_std)

@@ -9,11 +9,11 @@ longest prompt and response so padding stays bounded.
 
 This is PPO's update structure (Schulman et al., 2017, Algorithm 1: K epochs of minibatch SGD on the same samples),
 as DAPO (16 updates per rollout batch), GSPO (several mini-batches), verl (ppo_epochs, ppo_mini_batch_size) and TRL
-(num_iterations, steps_per_generation) run it. The ratio is taken against the trainer's own old log-probs: they
-come from a forward pass before the first update whenever the engine's log-probs may differ from the trainer's,
-there is more than one update, or a part needs them (TIS); otherwise the engine's log-probs serve. That forward is
-taken last, after the advantages, and only of the rows that can have a gradient (``rows_needing_gradients``), unless
-a part or the estimator reads the old log-probs before then (which computes them for every row, as they read them).
+(num_iterations, steps_per_generation) run it. Where the old log-probs come from (the engine, a separate forward of the
+behaviour prompts, or the first update's own forward) is decided once per batch by ``rlvr.train.old_logprobs.decide``
+and logged as ``old_logp_source``. A separate forward is taken last, after the advantages, and only of the rows that
+can have a gradient (``rows_needing_gradients``), unless a part or the estimator reads the old log-probs before then
+(which computes them for every row, as they read them).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from rlvr.config import Config
 from rlvr.rollout import RolloutBatch
 from rlvr.rollout import provenance
 from rlvr.train.group import SINGLE, LearnerGroup, gather_rows
+from rlvr.train import old_logprobs
 from rlvr.train.loss_scale import LossScale, backward_with_retries, unscale_gradients
+from rlvr.train.old_logprobs import Source
 from rlvr.train.parts import StepPart
 from rlvr.train.policy import PolicyOutput, policy_forward
 
@@ -252,8 +254,13 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
     estimator_needs = advantages.needs(cfg.algo.advantage)
     needs = set().union(*(p.needs for p in parts.values())) | set(estimator_needs)
     epochs, mini_batches = updates_per_batch(cfg, batch.size)
-    old_from_rollout = (engine_logprobs_serve and epochs * mini_batches == 1 and "old_logp" not in needs
-                        and provenance.all_sampled(batch.row_kind))
+    source = old_logprobs.decide(old_logprobs.BatchFacts(
+        engine_logprobs_serve=engine_logprobs_serve, updates=epochs * mini_batches,
+        read_while_shaping="old_logp" in needs, all_sampled=provenance.all_sampled(batch.row_kind),
+        behaviour_differs=old_logprobs.behaviour_differs(batch.prompt_ids, batch.prompt_mask,
+                                                         batch.behaviour_prompt_ids, batch.behaviour_prompt_mask),
+        same_in_training=computes_the_same_in_training(model), single_learner=group.world == 1))
+    old_from_rollout = source == Source.ENGINE
     exp = Experience(
         batch=batch, rewards=rewards, loss_mask=batch.loss_mask.clone(), old_logp=batch.logprobs,
         old_from_rollout=old_from_rollout, token_rewards=torch.zeros(batch.response_mask.shape, device=rewards.device),
@@ -278,10 +285,15 @@ def prepare_experience(model, batch: RolloutBatch, rewards: torch.Tensor, parts:
         exp.metrics.update(part.shape(exp))
     adv_rewards, kwargs = estimator_inputs(exp, parts, cfg, baseline_rewards, task_ids)
     exp.advantages = advantages.compute(cfg.algo.advantage, adv_rewards, batch.group_index, batch.response_mask, **kwargs)
-    if not old_from_rollout:
+    if old_from_rollout:
+        exp.metrics["old_logp_source"] = float(source)
+    else:
         # rows whose loss and gradient are exactly zero never read their old log-probs: no forward for them
         trained = rows_needing_gradients(exp, parts, cfg)
-        if "_pending_old_logp" in exp.__dict__ and group.world == 1 and computes_the_same_in_training(model):
+        if "_pending_old_logp" not in exp.__dict__:  # read while shaping: computed for every row already
+            source = Source.SEPARATE_FORWARD
+        exp.metrics["old_logp_source"] = float(source)
+        if source == Source.FIRST_UPDATE:
             exp.defer_old_logp_to_first_update(trained, old_logp_of)  # the first update's forward gives its rows'
             return exp
         computed = trained if exp.resolve_old_logp(trained, old_logp_of) else every
