@@ -27,6 +27,9 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed here (make test-vllm runs these)")
 # vLLM's CPU attention takes head_dim 64 (it rejects 16): hidden 128 over 2 heads
 SPEC = TinySpec(hidden_size=128, num_layers=2, num_heads=2, intermediate_size=256)
+# A hang guard for the `rlvr train` subprocesses, not a speed bound: vLLM's CPU start-up compiles kernels, and on a
+# loaded 2-core machine (load 4) a 2-step Ray run took over 400 s.
+HANG_GUARD_S = 1800
 MISMATCH_KEYS = ("rollout_ratio_mean", "rollout_ratio_max", "rollout_kl")
 
 
@@ -204,7 +207,7 @@ def test_two_torchrun_learners_train_with_vllm_in_its_own_process(tmp_path):
            "rollout.engine_options={kv_cache_gib: 1}", "algo.entropy_coef=0.1", "train.lr=3e-3", "train.steps=3",
            "train.progress=false", "cluster.learners=2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root / "src")}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -234,7 +237,7 @@ def test_ray_rollout_workers_train_with_vllm_and_leave_no_weight_folder(tmp_path
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root / "src"), "HOME": str(tmp_path),
            "RAY_TMPDIR": ray_tmp, "TMPDIR": str(worker_tmp)}
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     finally:
         subprocess.run(["rm", "-rf", ray_tmp], check=False)
     assert done.returncode == 0, done.stderr[-3000:]
