@@ -16,15 +16,18 @@ LAYERS: dict[str, int] = {
     "errors": -1,  # the user-error type every floor raises
     "__init__": 0, "jsonl": 0, "progress": 0, "plugins": 0, "yaml_text": 0,  # the package root holds only the version
     "algos": 1, "verifiers": 1,
-    "tasks": 2, "integrations": 2,
-    "models": 3, "rewards": 3, "envs": 3,
-    "rollout": 4,
-    "config": 5,
-    "eval": 6,
-    "train": 7,
-    "serve": 8, "audit": 8, "cluster": 8,
-    "demo": 9,  # the demo's RL phase runs in the layout of its cluster section
-    "cli": 10, "__main__": 10,
+    # models sits below tasks and rewards: the loaders check images with its decoder, and every reader of data,
+    # tool or model text tokenizes it with its plain-text encoder (rlvr.models.prompts)
+    "models": 2,
+    "tasks": 3, "integrations": 3,
+    "rewards": 4, "envs": 4,
+    "rollout": 5,
+    "config": 6,
+    "eval": 7,
+    "train": 8,
+    "serve": 9, "audit": 9, "cluster": 9,
+    "demo": 10,  # the demo's RL phase runs in the layout of its cluster section
+    "cli": 11, "__main__": 11,
 }
 
 

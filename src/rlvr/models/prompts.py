@@ -16,8 +16,9 @@ from typing import Any, Mapping
 
 import torch
 
-from rlvr.tasks.base import Prompt
 from rlvr.errors import UserError
+
+Prompt = str | list[dict[str, Any]]  # a task's prompt (rlvr.tasks.Prompt): plain text or chat messages
 
 
 def special_texts(tokenizer) -> list[str]:
