@@ -386,7 +386,9 @@ def test_close_kills_every_worker():
     deadline = time.monotonic() + 60
     # on a loaded machine the first worker may serve a whole batch before the second is up: score until both served
     while len({v.details["pid"] for v in verdicts}) < 2 and time.monotonic() < deadline:
-        verdicts += r.score([C(rf.pid_verdict, f"{len(verdicts)}-{i}", None, {"delay": 0.3}) for i in range(4)])
+        # a budget that covers a worker's start on a loaded machine (a call's clock runs from the call)
+        verdicts += r.score([C(rf.pid_verdict, f"{len(verdicts)}-{i}", None, {"delay": 0.3, "timeout_s": 120})
+                             for i in range(4)])
     pids = {v.details["pid"] for v in verdicts}
     assert len(pids) == 2 and all(alive(pid) for pid in pids)
     keepers = {v.details["ppid"] for v in verdicts}  # each worker runs under a keeper, the runner's child
