@@ -463,12 +463,15 @@ class Pool:
 
     def _shutdown(self, reason: str, message: str) -> None:
         """Kill every worker; fail what is queued or running. Safe to call twice."""
-        for w in list(self.workers):
+        killed = list(self.workers)
+        for w in killed:
             task, w.task = w.task, None
             self._forget(w, kill=True)
             if task is not None:
                 self.on_done(task, error(reason, message, task.label), None)
-        for w in list(self.dying):  # so that when close() returns, nothing of ours still runs
+        # so that when close() returns, nothing of ours still runs: a keeper reaped at once may leave its worker
+        # still exiting, so every killed tree is waited for, not only the keepers still running
+        for w in killed + [w for w in self.dying if w not in killed]:
             _kill(w, wait=True)
         self.dying = []
         with self.lock:
@@ -494,7 +497,7 @@ def _kill(w: _Worker, *, wait: bool = True) -> None:
         w.proc.wait(timeout=_REAP_WAIT_S)
     except subprocess.TimeoutExpired:
         pass
-    tree.wait_gone(w.killed, 2.0)
+    tree.wait_gone(w.killed, _REAP_WAIT_S)
 
 
 def _interpreter() -> list[str]:
